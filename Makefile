@@ -1,0 +1,30 @@
+# eo: built with PGXS.  `make installcheck` runs pg_regress, the isolation
+# specs and the TAP tests against the server found through PGHOST/PGPORT.
+
+EXTENSION = eo
+MODULE_big = eo
+OBJS = \
+	src/eo.o \
+	src/validate.o \
+	src/keystore.o \
+	src/claim.o
+
+DATA = eo--0.1.0.sql
+PGFILEDESC = "eo - effectively-once processing"
+
+REGRESS = claim fingerprint lease fail_retry status privileges bad_input
+REGRESS_OPTS = --load-extension=eo
+
+ISOLATION = claim-commit claim-rollback claim-isolation-levels \
+	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=eo
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+PG_CPPFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers -Wmissing-prototypes
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

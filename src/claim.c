@@ -1,0 +1,589 @@
+/*-------------------------------------------------------------------------
+ * claim.c
+ *	  The key state machine: eo_claim, eo_complete, eo_fail, eo_extend and
+ *	  eo_status.
+ *
+ * States (eo.h) and transitions, one function each:
+ *
+ *	 (none) --claim--> c (transaction mode) or p (lease mode)
+ *	 c --commit--> done without result;  c --rollback--> as before the claim
+ *	 c --complete--> d;  p --complete(token)--> d
+ *	 p --lease expired, claim--> p with a new token (takeover) or x
+ *	 c/p --fail--> f (retry after retry_after) or x (eo.max_attempts reached)
+ *	 f --claim, when due--> c or p
+ *
+ * Every function looks the key up, decides, and asks keystore.c to write.
+ * A write that loses a race to another transaction changes nothing; the
+ * function then looks again, so each decision is made on the newest
+ * committed state.  Under REPEATABLE READ and SERIALIZABLE the executor
+ * turns such a race into a serialization failure instead.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "eo.h"
+
+PG_FUNCTION_INFO_V1(eo_claim);
+PG_FUNCTION_INFO_V1(eo_complete);
+PG_FUNCTION_INFO_V1(eo_fail);
+PG_FUNCTION_INFO_V1(eo_extend);
+PG_FUNCTION_INFO_V1(eo_status);
+
+/* What eo_claim returns. */
+typedef struct ClaimOutcome
+{
+	const char *status;
+	EoKey		row;			/* the key as the outcome left it */
+	bool		show_token;		/* only the holder may see its token */
+} ClaimOutcome;
+
+/* What one claim asks for. */
+typedef struct ClaimRequest
+{
+	text	   *key;
+	text	   *fingerprint;
+	bool		lease_mode;
+	int64		lease_usecs;
+	Oid			caller;
+	TimestampTz now;
+} ClaimRequest;
+
+/* ---- checks common to every function ---- */
+
+static void
+check_owner(const EoKey *row, Oid caller)
+{
+	if (!has_privs_of_role(caller, row->owner))
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_NOT_OWNER),
+				 errmsg("permission denied for idempotency key \"%s\"",
+						text_to_cstring(row->key)),
+				 errdetail("The key belongs to role \"%s\".",
+						   GetUserNameFromId(row->owner, true))));
+}
+
+static void
+check_fingerprint(const EoKey *row, text *fingerprint)
+{
+	if (fingerprint == NULL || row->fingerprint == NULL)
+		return;
+	if (VARSIZE_ANY_EXHDR(fingerprint) == VARSIZE_ANY_EXHDR(row->fingerprint) &&
+		memcmp(VARDATA_ANY(fingerprint), VARDATA_ANY(row->fingerprint),
+			   VARSIZE_ANY_EXHDR(fingerprint)) == 0)
+		return;
+	ereport(ERROR,
+			(errcode(EO_ERRCODE_FINGERPRINT),
+			 errmsg("idempotency key \"%s\" was used with a different fingerprint",
+					text_to_cstring(row->key)),
+			 errdetail("A different request already used this key; its result is not replayed."),
+			 errhint("Use a new key for a new request.")));
+}
+
+/* Claimed by this very transaction (or one of its subtransactions)? */
+static bool
+held_by_this_transaction(const EoKey *row)
+{
+	return row->state == EO_TXN_CLAIMED &&
+		TransactionIdIsCurrentTransactionId(row->xmin);
+}
+
+static bool
+lease_live(const EoKey *row, TimestampTz now)
+{
+	return row->has_expiry && row->lease_expires_at > now;
+}
+
+/* ---- eo_claim transitions ---- */
+
+/* The row a claim writes: transaction mode or a new lease. */
+static void
+set_claim(EoKey *row, const ClaimRequest *req)
+{
+	row->state = req->lease_mode ? EO_PROCESSING : EO_TXN_CLAIMED;
+	row->has_token = req->lease_mode;
+	row->lease_token = req->lease_mode ? eo_ks_next_token() : 0;
+	row->has_expiry = req->lease_mode;
+	row->lease_expires_at = req->lease_mode ? req->now + req->lease_usecs : 0;
+	row->result = NULL;
+	row->updated_at = req->now;
+	if (row->fingerprint == NULL)
+		row->fingerprint = req->fingerprint;
+}
+
+static bool
+claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
+{
+	EoKey	   *row = &out->row;
+
+	memset(row, 0, sizeof(*row));
+	row->key = req->key;
+	row->owner = req->caller;
+	row->attempts = 1;
+	row->created_at = req->now;
+	set_claim(row, req);
+	if (!eo_ks_insert(row))
+		return false;
+	out->status = "claimed";
+	out->show_token = true;
+	return true;
+}
+
+/* A failed key that is due, or an expired lease: a new attempt. */
+static bool
+claim_again(const ClaimRequest *req, ClaimOutcome *out)
+{
+	EoKey	   *row = &out->row;
+
+	row->attempts++;
+	set_claim(row, req);
+	if (!eo_ks_update(row))
+		return false;
+	out->status = "claimed";
+	out->show_token = true;
+	return true;
+}
+
+/* Out of attempts: the key goes to the dead state. */
+static bool
+declare_dead(const ClaimRequest *req, ClaimOutcome *out, const char *why)
+{
+	EoKey	   *row = &out->row;
+
+	row->state = EO_DEAD;
+	row->has_expiry = false;
+	if (why != NULL)
+		row->last_error = cstring_to_text(why);
+	row->updated_at = req->now;
+	if (!eo_ks_update(row))
+		return false;
+	out->status = "dead";
+	return true;
+}
+
+static bool
+report(ClaimOutcome *out, const char *status)
+{
+	out->status = status;
+	return true;
+}
+
+/* Decide on a key that exists; false if a race was lost (look again). */
+static bool
+claim_existing(const ClaimRequest *req, ClaimOutcome *out)
+{
+	EoKey	   *row = &out->row;
+
+	switch (row->state)
+	{
+		case EO_TXN_CLAIMED:
+		case EO_DONE:
+			/* Done, or claimed earlier in this same transaction. */
+			return report(out, "duplicate");
+		case EO_DEAD:
+			return report(out, "dead");
+		case EO_PROCESSING:
+			if (lease_live(row, req->now))
+				return report(out, "busy");
+			if (row->attempts >= eo_max_attempts)
+				return declare_dead(req, out, "lease expired");
+			return claim_again(req, out);
+		case EO_FAILED:
+			if (lease_live(row, req->now))
+				return report(out, "busy");
+			if (row->attempts >= eo_max_attempts)
+				return declare_dead(req, out, NULL);
+			return claim_again(req, out);
+	}
+	elog(ERROR, "eo: key \"%s\" has unknown state '%c'",
+		 text_to_cstring(row->key), row->state);
+	return false;				/* keep compiler quiet */
+}
+
+static void
+claim_key(ClaimRequest *req, ClaimOutcome *out)
+{
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		req->now = GetCurrentTimestamp();
+		out->show_token = false;
+		if (claim_new_key(req, out))
+			return;
+		/* The key exists, or did: its writer has finished by now. */
+		if (!eo_ks_find(req->key, &out->row))
+			continue;
+		check_owner(&out->row, req->caller);
+		check_fingerprint(&out->row, req->fingerprint);
+		if (claim_existing(req, out))
+			return;
+	}
+}
+
+static Datum
+claim_result(FunctionCallInfo fcinfo, const ClaimOutcome *out)
+{
+	TupleDesc	tupdesc;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	const EoKey *row = &out->row;
+	bool		busy = strcmp(out->status, "busy") == 0;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "eo: eo_claim must return a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	values[0] = CStringGetTextDatum(out->status);
+	nulls[1] = strcmp(out->status, "duplicate") != 0 || row->result == NULL;
+	values[1] = nulls[1] ? (Datum) 0 : JsonbPGetDatum(row->result);
+	values[2] = Int32GetDatum(row->attempts);
+	nulls[3] = !(out->show_token && row->has_token);
+	values[3] = Int64GetDatum(row->lease_token);
+	nulls[4] = !((out->show_token || busy) && row->has_expiry);
+	values[4] = TimestampTzGetDatum(row->lease_expires_at);
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+Datum
+eo_claim(PG_FUNCTION_ARGS)
+{
+	ClaimRequest req;
+	ClaimOutcome out;
+
+	req.key = eo_check_key(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	req.fingerprint = eo_check_fingerprint(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	req.lease_mode = !PG_ARGISNULL(2);
+	req.lease_usecs = req.lease_mode ? eo_check_lease(PG_GETARG_DATUM(2)) : 0;
+	req.caller = GetUserId();
+
+	eo_ks_open();
+	claim_key(&req, &out);
+	eo_ks_close();
+
+	PG_RETURN_DATUM(claim_result(fcinfo, &out));
+}
+
+/* ---- errors shared by complete, fail and extend ---- */
+
+static void
+refuse_not_claimed(const EoKey *row)
+{
+	ereport(ERROR,
+			(errcode(EO_ERRCODE_NOT_HELD),
+			 errmsg("idempotency key \"%s\" is not claimed",
+					text_to_cstring(row->key)),
+			 errhint("Call eo_claim first and act only on status \"claimed\".")));
+}
+
+static void
+refuse_not_held(const EoKey *row, bool with_token)
+{
+	if (row->state == EO_DONE || row->state == EO_TXN_CLAIMED)
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_NOT_HELD),
+				 errmsg("idempotency key \"%s\" is already done",
+						text_to_cstring(row->key))));
+	if (row->state == EO_PROCESSING && !with_token)
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_NOT_HELD),
+				 errmsg("idempotency key \"%s\" is held under a lease",
+						text_to_cstring(row->key)),
+				 errhint("Pass the lease_token that eo_claim returned.")));
+	refuse_not_claimed(row);
+}
+
+/* The lease holder's token must be the current one, and still leased. */
+static void
+check_token(const EoKey *row, int64 token)
+{
+	if (row->has_token && row->lease_token == token && row->state == EO_PROCESSING)
+		return;
+	if (row->has_token && row->lease_token == token && row->state == EO_DONE)
+		refuse_not_held(row, true);
+	if (row->has_token && row->lease_token == token)
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_STALE_TOKEN),
+				 errmsg("lease token " INT64_FORMAT " for idempotency key \"%s\" is stale",
+						token, text_to_cstring(row->key)),
+				 errdetail("The lease expired and was reclaimed.")));
+	if (row->has_token && row->lease_token > token)
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_STALE_TOKEN),
+				 errmsg("lease token " INT64_FORMAT " for idempotency key \"%s\" is stale",
+						token, text_to_cstring(row->key)),
+				 errdetail("The lease expired and another holder took the key over.")));
+	refuse_not_held(row, true);
+}
+
+/* Find a key the caller is about to change; error if unknown. */
+static void
+find_for_change(text *key, Oid caller, EoKey *row)
+{
+	if (!eo_ks_find(key, row))
+	{
+		row->key = key;
+		refuse_not_claimed(row);
+	}
+	check_owner(row, caller);
+}
+
+/* ---- eo_complete ---- */
+
+static bool
+complete_key(text *key, Jsonb *result, bool with_token, int64 token, Oid caller)
+{
+	EoKey		row;
+
+	find_for_change(key, caller, &row);
+	if (with_token)
+		check_token(&row, token);
+	else if (!held_by_this_transaction(&row))
+		refuse_not_held(&row, false);
+
+	row.state = EO_DONE;
+	row.result = result;
+	row.has_expiry = false;
+	row.updated_at = GetCurrentTimestamp();
+	return eo_ks_update(&row);
+}
+
+Datum
+eo_complete(PG_FUNCTION_ARGS)
+{
+	text	   *key = eo_check_key(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	Jsonb	   *result = eo_check_result(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	bool		with_token = !PG_ARGISNULL(2);
+	int64		token = with_token ? PG_GETARG_INT64(2) : 0;
+	Oid			caller = GetUserId();
+
+	eo_ks_open();
+	while (!complete_key(key, result, with_token, token, caller))
+		CHECK_FOR_INTERRUPTS();
+	eo_ks_close();
+	PG_RETURN_VOID();
+}
+
+/* ---- eo_fail ---- */
+
+typedef struct FailRequest
+{
+	text	   *key;
+	text	   *error;
+	bool		with_token;
+	int64		token;
+	int64		retry_usecs;
+	Oid			caller;
+	TimestampTz now;
+} FailRequest;
+
+/* Record the failure on the row; attempts counts it if not yet counted. */
+static void
+set_failed(EoKey *row, const FailRequest *req, bool count_attempt)
+{
+	if (count_attempt)
+		row->attempts++;
+	row->state = row->attempts >= eo_max_attempts ? EO_DEAD : EO_FAILED;
+	row->has_expiry = row->state == EO_FAILED;
+	row->lease_expires_at = req->now + req->retry_usecs;
+	row->result = NULL;
+	if (req->error != NULL)
+		row->last_error = req->error;
+	row->updated_at = req->now;
+}
+
+/* A transaction-mode attempt rolled back before it left any row. */
+static bool
+fail_unknown_key(const FailRequest *req, EoKey *row)
+{
+	memset(row, 0, sizeof(*row));
+	row->key = req->key;
+	row->owner = req->caller;
+	row->created_at = req->now;
+	set_failed(row, req, true);
+	return eo_ks_insert(row);
+}
+
+/* The failure of the attempt that holds the key now (token or this xact). */
+static bool
+fail_held_key(const FailRequest *req, EoKey *row)
+{
+	set_failed(row, req, false);
+	return eo_ks_update(row);
+}
+
+/* A retry attempt that rolled back: the row still says failed. */
+static bool
+fail_after_rollback(const FailRequest *req, EoKey *row)
+{
+	if (row->state == EO_DEAD)
+		return true;
+	if (row->state != EO_FAILED)
+		refuse_not_held(row, false);
+	set_failed(row, req, true);
+	return eo_ks_update(row);
+}
+
+static bool
+fail_key(const FailRequest *req, EoKey *row)
+{
+	if (!eo_ks_find(req->key, row))
+	{
+		if (req->with_token)
+		{
+			row->key = req->key;
+			refuse_not_claimed(row);
+		}
+		return fail_unknown_key(req, row);
+	}
+	check_owner(row, req->caller);
+	if (req->with_token)
+	{
+		check_token(row, req->token);
+		return fail_held_key(req, row);
+	}
+	if (held_by_this_transaction(row))
+		return fail_held_key(req, row);
+	return fail_after_rollback(req, row);
+}
+
+Datum
+eo_fail(PG_FUNCTION_ARGS)
+{
+	FailRequest req;
+	EoKey		row;
+
+	req.key = eo_check_key(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	req.error = eo_clip_error(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	req.with_token = !PG_ARGISNULL(2);
+	req.token = req.with_token ? PG_GETARG_INT64(2) : 0;
+	req.retry_usecs = eo_check_retry_after(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	req.caller = GetUserId();
+
+	eo_ks_open();
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		req.now = GetCurrentTimestamp();
+		if (fail_key(&req, &row))
+			break;
+	}
+	eo_ks_close();
+	PG_RETURN_TEXT_P(cstring_to_text(row.state == EO_DEAD ? "dead" : "retry"));
+}
+
+/* ---- eo_extend ---- */
+
+Datum
+eo_extend(PG_FUNCTION_ARGS)
+{
+	text	   *key = eo_check_key(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	int64		token;
+	int64		lease_usecs;
+	Oid			caller = GetUserId();
+	EoKey		row;
+
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease_token and lease must not be null")));
+	token = PG_GETARG_INT64(1);
+	lease_usecs = eo_check_lease(PG_GETARG_DATUM(2));
+
+	eo_ks_open();
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		find_for_change(key, caller, &row);
+		check_token(&row, token);
+		row.updated_at = GetCurrentTimestamp();
+		row.lease_expires_at = row.updated_at + lease_usecs;
+	} while (!eo_ks_update(&row));
+	eo_ks_close();
+	PG_RETURN_TIMESTAMPTZ(row.lease_expires_at);
+}
+
+/* ---- eo_status ---- */
+
+static const char *
+state_name(const EoKey *row)
+{
+	switch (row->state)
+	{
+		case EO_TXN_CLAIMED:
+			return held_by_this_transaction(row) ? "processing" : "done";
+		case EO_DONE:
+			return "done";
+		case EO_PROCESSING:
+			return "processing";
+		case EO_FAILED:
+			return "failed";
+		case EO_DEAD:
+			return "dead";
+	}
+	return "unknown";
+}
+
+static HeapTuple
+status_tuple(TupleDesc tupdesc, const EoKey *row)
+{
+	Datum		values[8];
+	bool		nulls[8] = {false, false, false, false, false, false, false, false};
+
+	values[0] = CStringGetTextDatum(state_name(row));
+	nulls[1] = row->result == NULL;
+	values[1] = PointerGetDatum(row->result);
+	values[2] = Int32GetDatum(row->attempts);
+	nulls[3] = !row->has_token;
+	values[3] = Int64GetDatum(row->lease_token);
+	nulls[4] = !row->has_expiry;
+	values[4] = TimestampTzGetDatum(row->lease_expires_at);
+	nulls[5] = row->last_error == NULL;
+	values[5] = PointerGetDatum(row->last_error);
+	values[6] = TimestampTzGetDatum(row->created_at);
+	values[7] = TimestampTzGetDatum(row->updated_at);
+	return heap_form_tuple(tupdesc, values, nulls);
+}
+
+/* Returns the key's one row, or no row for a key eo does not know. */
+Datum
+eo_status(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		text	   *key = eo_check_key(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+		Oid			caller = GetUserId();
+		MemoryContext old;
+		TupleDesc	tupdesc;
+		EoKey		row;
+		bool		found;
+
+		funcctx = SRF_FIRSTCALL_INIT();
+		old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "eo: eo_status must return a composite type");
+		tupdesc = BlessTupleDesc(tupdesc);
+
+		eo_ks_open();
+		found = eo_ks_find(key, &row);
+		if (found)
+			check_owner(&row, caller);
+		eo_ks_close();
+
+		funcctx->user_fctx = found ? status_tuple(tupdesc, &row) : NULL;
+		funcctx->max_calls = found ? 1 : 0;
+		MemoryContextSwitchTo(old);
+	}
+	funcctx = SRF_PERCALL_SETUP();
+	if (funcctx->call_cntr < funcctx->max_calls)
+		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum((HeapTuple) funcctx->user_fctx));
+	SRF_RETURN_DONE(funcctx);
+}

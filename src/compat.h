@@ -1,0 +1,54 @@
+/*-------------------------------------------------------------------------
+ * compat.h
+ *	  Every PostgreSQL-version difference eo cares about, in one place.
+ *
+ * The target is PostgreSQL 15; the shims below let 13-17 follow.
+ *-------------------------------------------------------------------------
+ */
+#ifndef EO_COMPAT_H
+#define EO_COMPAT_H
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "storage/itemptr.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+
+/* MarkGUCPrefixReserved() replaced EmitWarningsOnPlaceholders() in 15. */
+#if PG_VERSION_NUM < 150000
+#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#endif
+
+/* Datum conversions for item pointers arrived in 16. */
+#ifndef DatumGetItemPointer
+#define DatumGetItemPointer(X) ((ItemPointer) DatumGetPointer(X))
+#define ItemPointerGetDatum(X) PointerGetDatum(X)
+#endif
+
+/* get_extension_schema() is exported from 16 on; read pg_extension before. */
+#if PG_VERSION_NUM < 160000
+static inline Oid
+get_extension_schema(Oid ext_oid)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			result = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext_oid));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		result = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
+}
+#endif
+
+#endif							/* EO_COMPAT_H */

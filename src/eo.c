@@ -1,0 +1,49 @@
+/*-------------------------------------------------------------------------
+ * eo.c
+ *	  Module entry point: settings.
+ *
+ * eo works without shared_preload_libraries; everything here must be safe
+ * to run when the library is loaded on first use by a backend.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "compat.h"
+#include "eo.h"
+
+PG_MODULE_MAGIC;
+
+int			eo_max_attempts = 5;
+int			eo_max_lease_secs = SECS_PER_DAY;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	/*
+	 * Superuser-settable rather than per user: whether a key is dead must not
+	 * depend on which client happened to record its last failure.  It can
+	 * still be set per database or per role with ALTER ... SET.
+	 */
+	DefineCustomIntVariable("eo.max_attempts",
+							"Attempts after which a key becomes dead.",
+							"Counts claims that took effect and failures recorded with eo_fail.",
+							&eo_max_attempts,
+							5, 1, 1000,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eo.max_lease",
+							"Longest lease that eo_claim and eo_extend accept.",
+							NULL,
+							&eo_max_lease_secs,
+							SECS_PER_DAY, 1, 30 * SECS_PER_DAY,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("eo");
+}

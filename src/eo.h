@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ * eo.h
+ *	  Declarations shared by eo's source files.
+ *
+ * Data flows one way: claim.c (the SQL-facing state machine) calls
+ * keystore.c (storage of key rows) and validate.c (argument checks);
+ * storage never calls back up.  eo.c only registers settings.
+ *-------------------------------------------------------------------------
+ */
+#ifndef EO_H
+#define EO_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "storage/itemptr.h"
+#include "utils/jsonb.h"
+
+/*
+ * Key states as stored in eo_keys.state.  EO_TXN_CLAIMED is a claim made in
+ * transaction mode: while its transaction runs only the holder sees it, and
+ * once committed it simply means "done, no result".  That is what lets a
+ * plain COMMIT mark the key done without a second write.
+ */
+#define EO_TXN_CLAIMED	'c'
+#define EO_DONE			'd'
+#define EO_PROCESSING	'p'			/* lease mode, lease_expires_at set */
+#define EO_FAILED		'f'			/* retry allowed after lease_expires_at */
+#define EO_DEAD			'x'
+
+/* Limits, documented in the README. */
+#define EO_MAX_KEY_BYTES		512
+#define EO_MAX_FINGERPRINT_BYTES 512
+#define EO_MAX_RESULT_BYTES		(1024 * 1024)
+#define EO_MAX_ERROR_BYTES		4096
+#define EO_MAX_RETRY_AFTER_SECS	(366 * SECS_PER_DAY)
+
+/*
+ * SQLSTATEs of eo's own refusals.  Argument errors use the standard codes
+ * directly (22004, 22023, 54000); these name the ones the README lists.
+ */
+#define EO_ERRCODE_NOT_HELD			ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE	/* 55000 */
+#define EO_ERRCODE_STALE_TOKEN		ERRCODE_OBJECT_IN_USE	/* 55006 */
+#define EO_ERRCODE_FINGERPRINT		ERRCODE_DATA_EXCEPTION	/* 22000 */
+#define EO_ERRCODE_NOT_OWNER		ERRCODE_INSUFFICIENT_PRIVILEGE	/* 42501 */
+
+/* Settings (eo.c) */
+extern int	eo_max_attempts;
+extern int	eo_max_lease_secs;
+
+/* One row of eo_keys, as read or to be written. */
+typedef struct EoKey
+{
+	text	   *key;
+	Oid			owner;
+	char		state;
+	text	   *fingerprint;	/* NULL if none */
+	Jsonb	   *result;			/* NULL if none */
+	int32		attempts;
+	bool		has_token;
+	int64		lease_token;
+	bool		has_expiry;
+	TimestampTz lease_expires_at;
+	text	   *last_error;		/* NULL if none */
+	TimestampTz created_at;
+	TimestampTz updated_at;
+	/* set by eo_ks_find only */
+	TransactionId xmin;
+	ItemPointerData tid;
+} EoKey;
+
+/* validate.c: each raises one clear error or returns the checked value */
+extern text *eo_check_key(Datum value, bool isnull);
+extern text *eo_check_fingerprint(Datum value, bool isnull);
+extern Jsonb *eo_check_result(Datum value, bool isnull);
+extern int64 eo_check_lease(Datum value);
+extern int64 eo_check_retry_after(Datum value, bool isnull);
+extern text *eo_clip_error(Datum value, bool isnull);
+
+/* keystore.c: storage of key rows; callers bracket calls with open/close */
+extern void eo_ks_open(void);
+extern void eo_ks_close(void);
+extern bool eo_ks_find(text *key, EoKey *row);
+extern bool eo_ks_insert(const EoKey *row);
+extern bool eo_ks_update(const EoKey *row);
+extern int64 eo_ks_next_token(void);
+
+#endif							/* EO_H */

@@ -1,0 +1,144 @@
+/*-------------------------------------------------------------------------
+ * validate.c
+ *	  Argument checks for the SQL-facing functions.
+ *
+ * Each validator raises exactly one clear error with its own SQLSTATE (the
+ * README lists them) or returns the value, detoasted and ready to store.
+ * Nothing here touches storage.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "eo.h"
+
+static text *
+check_text_size(Datum value, int limit, const char *what)
+{
+	text	   *t = DatumGetTextPP(value);
+
+	if (VARSIZE_ANY_EXHDR(t) > limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s is too long", what),
+				 errdetail("It is %zu bytes; the limit is %d bytes.",
+						   (size_t) VARSIZE_ANY_EXHDR(t), limit)));
+	return t;
+}
+
+text *
+eo_check_key(Datum value, bool isnull)
+{
+	text	   *key;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("idempotency key must not be null")));
+	key = check_text_size(value, EO_MAX_KEY_BYTES, "idempotency key");
+	if (VARSIZE_ANY_EXHDR(key) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idempotency key must not be empty")));
+	return key;
+}
+
+text *
+eo_check_fingerprint(Datum value, bool isnull)
+{
+	if (isnull)
+		return NULL;
+	return check_text_size(value, EO_MAX_FINGERPRINT_BYTES, "fingerprint");
+}
+
+Jsonb *
+eo_check_result(Datum value, bool isnull)
+{
+	if (isnull)
+		return NULL;
+
+	/* Judge the full size before detoasting it. */
+	if (toast_raw_datum_size(value) > EO_MAX_RESULT_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("result is too large"),
+				 errdetail("It is %zu bytes; the limit is %d bytes.",
+						   (size_t) toast_raw_datum_size(value),
+						   EO_MAX_RESULT_BYTES)));
+	return DatumGetJsonbP(value);
+}
+
+/*
+ * An interval as microseconds, months counted as 30 days and days as 24 h.
+ * Computed in 128 bits (or saturating) so that no interval, however absurd,
+ * can overflow into a small or negative number.
+ */
+static double
+interval_usecs(const Interval *iv)
+{
+	return (double) iv->time
+		+ (double) iv->day * USECS_PER_DAY
+		+ (double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+int64
+eo_check_lease(Datum value)
+{
+	Interval   *lease = DatumGetIntervalP(value);
+	double		usecs = interval_usecs(lease);
+	double		max_usecs = (double) eo_max_lease_secs * USECS_PER_SEC;
+
+	if (usecs <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be positive"),
+				 errhint("Pass NULL to claim in transaction mode.")));
+	if (usecs > max_usecs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease is longer than eo.max_lease"),
+				 errdetail("eo.max_lease is %d seconds.", eo_max_lease_secs),
+				 errhint("Take a shorter lease and renew it with eo_extend.")));
+	return (int64) usecs;
+}
+
+int64
+eo_check_retry_after(Datum value, bool isnull)
+{
+	double		usecs;
+
+	if (isnull)
+		return 0;
+	usecs = interval_usecs(DatumGetIntervalP(value));
+	if (usecs < 0 || usecs > (double) EO_MAX_RETRY_AFTER_SECS * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retry_after must be between 0 and 366 days")));
+	return (int64) usecs;
+}
+
+/*
+ * Error texts are diagnostics, not data: an overlong one is cut (at a
+ * character boundary) rather than refused, so that recording a failure
+ * never fails.
+ */
+text *
+eo_clip_error(Datum value, bool isnull)
+{
+	text	   *t;
+	int			len;
+
+	if (isnull)
+		return NULL;
+	t = DatumGetTextPP(value);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len <= EO_MAX_ERROR_BYTES)
+		return t;
+	len = pg_mbcliplen(VARDATA_ANY(t), len, EO_MAX_ERROR_BYTES);
+	return cstring_to_text_with_len(VARDATA_ANY(t), len);
+}

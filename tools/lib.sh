@@ -1,0 +1,150 @@
+# tools/lib.sh -- shared helpers for tools/test.sh and tools/demo.sh.
+# Sourced, not run.  Callers have already done `set -euo pipefail`.
+#
+# Set PG_CONFIG to use another PostgreSQL 15 installation; set EO_KEEP=1 to
+# keep the scratch directory (repo copy, data directory, logs) for debugging.
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUN_USER=postgres          # the Debian packages create it; initdb refuses root
+EO_TMP=""                  # scratch dir: src/ (repo copy), pg/ (cluster)
+PGBIN=""
+
+log() { printf '\n== %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Everything a fresh Debian 12 machine lacks to build and test the extension.
+missing_tools() {
+    [ -x "$PG_CONFIG" ] || echo pg_config
+    command -v make >/dev/null || echo make
+    command -v gcc >/dev/null || echo gcc
+    command -v prove >/dev/null || echo prove
+    perl -MIPC::Run -e1 2>/dev/null || echo IPC::Run
+    [ -x "$PG_CONFIG" ] && [ -x "$("$PG_CONFIG" --bindir)/pgbench" ] || echo pgbench
+}
+
+ensure_packages() {
+    local missing
+    missing=$(missing_tools | tr '\n' ' ')
+    if [ -n "$missing" ]; then
+        [ "$(id -u)" -eq 0 ] ||
+            die "missing: $missing; as root run: apt-get install postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc"
+        log "installing packages (missing: $missing)"
+        apt-get update
+        # postgresql-15 pulls in postgresql-client-15 (pgbench) and contrib.
+        DEBIAN_FRONTEND=noninteractive apt-get install -y \
+            postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc
+        missing=$(missing_tools | tr '\n' ' ')
+        [ -z "$missing" ] || die "still missing after apt-get: $missing"
+    fi
+    PGBIN=$("$PG_CONFIG" --bindir)
+}
+
+# Root when we are root, else sudo: `make install` writes into the system
+# PostgreSQL's lib and share directories.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else die "need root for: $*"
+    fi
+}
+
+build_install() {
+    log "building and installing eo"
+    make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" || die "build failed"
+    as_root make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" install || die "make install failed"
+}
+
+# Run a command as the unprivileged user that owns the scratch tree, with the
+# PostgreSQL 15 binaries first on PATH (runuser would otherwise reset PATH).
+as_pg() {
+    local path="$PGBIN:$PATH"
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u "$RUN_USER" -- env PATH="$path" "$@"
+    else
+        env PATH="$path" "$@"
+    fi
+}
+
+# One scratch dir for everything, removed by the EXIT trap.
+make_scratch() {
+    EO_TMP=$(mktemp -d /tmp/eo-test.XXXXXX)
+    mkdir -p "$EO_TMP/src" "$EO_TMP/pg"
+    trap on_exit EXIT
+    trap 'exit 130' INT TERM   # turn signals into EXIT so cleanup runs
+}
+
+# pg_regress and prove write results/, output_iso/ and tmp_check/ into the
+# tree they run in, as the run user: give them a private copy, not the repo.
+copy_repo() {
+    tar -C "$REPO_ROOT" --exclude=.git --exclude=results --exclude=output_iso \
+        --exclude=tmp_check --exclude=log -cf - . | tar -C "$EO_TMP/src" -xf -
+}
+
+# Hand the scratch tree to the run user (only possible, and needed, as root).
+chown_scratch() {
+    [ "$(id -u)" -ne 0 ] || chown -R "$RUN_USER": "$EO_TMP"
+}
+
+# First TCP port from 54320 up that nothing on localhost listens on.  The
+# server itself only uses a Unix socket in our scratch dir, so this just
+# keeps us clear of clusters and tests that do use TCP.
+free_port() {
+    local port
+    for port in $(seq 54320 54420); do
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"; return 0
+        fi
+    done
+    die "no free port in 54320..54420"
+}
+
+start_server() {
+    local pg=$EO_TMP/pg
+    log "starting a scratch server in $pg"
+    mkdir -p "$pg/sock" && chown_scratch
+    as_pg initdb -D "$pg/data" -U postgres -A trust --locale=C -E UTF8 >"$pg/initdb.log" ||
+        { cat "$pg/initdb.log" >&2; die "initdb failed"; }
+    export PGHOST=$pg/sock PGPORT PGUSER=postgres PGDATABASE=postgres
+    PGPORT=$(free_port)
+    cat >>"$pg/data/postgresql.conf" <<EOF
+listen_addresses = ''
+unix_socket_directories = '$pg/sock'
+port = $PGPORT
+shared_preload_libraries = 'eo'
+max_prepared_transactions = 10
+fsync = off                  # test data: speed over durability
+logging_collector = off
+log_line_prefix = '%m [%p] %q%a '
+EOF
+    as_pg pg_ctl -D "$pg/data" -l "$pg/server.log" -w -t 60 start >/dev/null ||
+        die "server did not start"
+    SERVER_UP=1
+}
+
+stop_server() {
+    [ "${SERVER_UP:-0}" = 1 ] || return 0
+    as_pg pg_ctl -D "$EO_TMP/pg/data" -m immediate -w stop >/dev/null 2>&1 || true
+    SERVER_UP=0
+}
+
+# EXIT trap: stop our server, show its log if we failed, remove the scratch.
+on_exit() {
+    local rc=$?
+    stop_server
+    if [ "$rc" -ne 0 ] && [ -f "$EO_TMP/pg/server.log" ]; then
+        printf '\n== last lines of the server log (%s)\n' "$EO_TMP/pg/server.log" >&2
+        tail -n 40 "$EO_TMP/pg/server.log" >&2
+    fi
+    if [ "${EO_KEEP:-0}" = 1 ]; then
+        echo "kept $EO_TMP" >&2
+    elif [ -n "$EO_TMP" ]; then
+        rm -rf "$EO_TMP"
+    fi
+    exit "$rc"
+}
+
+# psql as the run user against the scratch server; stops at the first error.
+run_psql() {
+    as_pg psql -X -v ON_ERROR_STOP=1 "$@"
+}

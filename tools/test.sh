@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tools/test.sh -- the whole test suite: build, install, then pg_regress, the
+# isolation specs, the TAP tests (all as the Makefile defines them) and the
+# stress test, against a scratch server.  Ends with "N passed, M failed"
+# counting those four groups; exits 1 if any failed.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PASSED=0 FAILED=0 FAILED_NAMES=""
+
+# Value of a Makefile variable, to skip a group the Makefile does not define.
+make_var() {
+    make -s --no-print-directory -C "$EO_TMP/src" PG_CONFIG="$PG_CONFIG" \
+        --eval 'print-%: ; @echo $($*)' "print-$1"
+}
+
+# `make installcheck` runs the groups in turn and stops at the first failure;
+# emptying the other groups' variables runs one group at a time, so every
+# group runs and gets counted.
+installcheck_only() {
+    local keep=$1 args=() v
+    for v in REGRESS ISOLATION TAP_TESTS; do
+        [ "$v" = "$keep" ] || args+=("$v=")
+    done
+    as_pg make -C "$EO_TMP/src" PG_CONFIG="$PG_CONFIG" installcheck "${args[@]}"
+}
+
+run_group() {
+    local name=$1; shift
+    log "$name"
+    if (cd "$EO_TMP/src" && "$@"); then
+        PASSED=$((PASSED + 1))
+    else
+        FAILED=$((FAILED + 1)); FAILED_NAMES+=" $name"
+    fi
+}
+
+run_makefile_group() {
+    local name=$1 var=$2
+    if [ -z "$(make_var "$var")" ]; then
+        log "$name: skipped, $var is not set in the Makefile"
+        return 0
+    fi
+    run_group "$name" installcheck_only "$var"
+}
+
+# What pg_regress, pg_isolation_regress and prove left behind.
+show_failure_output() {
+    local f
+    for f in "$EO_TMP/src/regression.diffs" "$EO_TMP/src/output_iso/regression.diffs"; do
+        [ -s "$f" ] && { log "$f"; head -n 400 "$f"; }
+    done
+    for f in "$EO_TMP/src"/tmp_check/log/*; do
+        [ -f "$f" ] && { log "$f (last 60 lines)"; tail -n 60 "$f"; }
+    done
+    return 0
+}
+
+main() {
+    ensure_packages
+    build_install
+    make_scratch
+    copy_repo
+    start_server
+    run_makefile_group regress REGRESS
+    run_makefile_group isolation ISOLATION
+    run_makefile_group tap TAP_TESTS
+    run_group stress as_pg bash test/stress/run.sh
+    [ "$FAILED" -eq 0 ] || { show_failure_output; log "failed:$FAILED_NAMES"; }
+    echo "$PASSED passed, $FAILED failed"
+    [ "$FAILED" -eq 0 ]
+}
+
+main "$@"
