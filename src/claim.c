@@ -108,8 +108,17 @@ static void
 set_claim(EoKey *row, const ClaimRequest *req)
 {
 	row->state = req->lease_mode ? EO_PROCESSING : EO_TXN_CLAIMED;
-	row->has_token = req->lease_mode;
-	row->lease_token = req->lease_mode ? eo_ks_next_token() : 0;
+
+	/*
+	 * A lease gets a new token.  A transaction-mode claim keeps the last one
+	 * issued, so that the holder of an expired lease it took over is told
+	 * its token is stale rather than that the key was never claimed.
+	 */
+	if (req->lease_mode)
+	{
+		row->has_token = true;
+		row->lease_token = eo_ks_next_token();
+	}
 	row->has_expiry = req->lease_mode;
 	row->lease_expires_at = req->lease_mode ? req->now + req->lease_usecs : 0;
 	row->result = NULL;
@@ -244,7 +253,7 @@ claim_result(FunctionCallInfo fcinfo, const ClaimOutcome *out)
 	nulls[1] = strcmp(out->status, "duplicate") != 0 || row->result == NULL;
 	values[1] = nulls[1] ? (Datum) 0 : JsonbPGetDatum(row->result);
 	values[2] = Int32GetDatum(row->attempts);
-	nulls[3] = !(out->show_token && row->has_token);
+	nulls[3] = !(out->show_token && row->state == EO_PROCESSING);
 	values[3] = Int64GetDatum(row->lease_token);
 	nulls[4] = !((out->show_token || busy) && row->has_expiry);
 	values[4] = TimestampTzGetDatum(row->lease_expires_at);
@@ -299,27 +308,48 @@ refuse_not_held(const EoKey *row, bool with_token)
 	refuse_not_claimed(row);
 }
 
-/* The lease holder's token must be the current one, and still leased. */
+static void
+refuse_stale(const EoKey *row, int64 token, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(EO_ERRCODE_STALE_TOKEN),
+			 errmsg("lease token " INT64_FORMAT " for idempotency key \"%s\" is stale",
+					token, text_to_cstring(row->key)),
+			 errdetail("%s", detail)));
+}
+
+/*
+ * The caller's token must be the key's current one, under a lease.  The row
+ * keeps the newest token ever issued for the key, which tells a stale
+ * holder (older token, or its own token after the key moved on) from a
+ * token that was never issued for this key.
+ */
 static void
 check_token(const EoKey *row, int64 token)
 {
-	if (row->has_token && row->lease_token == token && row->state == EO_PROCESSING)
-		return;
-	if (row->has_token && row->lease_token == token && row->state == EO_DONE)
-		refuse_not_held(row, true);
-	if (row->has_token && row->lease_token == token)
+	if (!row->has_token || token > row->lease_token)
 		ereport(ERROR,
-				(errcode(EO_ERRCODE_STALE_TOKEN),
-				 errmsg("lease token " INT64_FORMAT " for idempotency key \"%s\" is stale",
+				(errcode(EO_ERRCODE_NOT_HELD),
+				 errmsg("lease token " INT64_FORMAT " does not hold idempotency key \"%s\"",
 						token, text_to_cstring(row->key)),
-				 errdetail("The lease expired and was reclaimed.")));
-	if (row->has_token && row->lease_token > token)
-		ereport(ERROR,
-				(errcode(EO_ERRCODE_STALE_TOKEN),
-				 errmsg("lease token " INT64_FORMAT " for idempotency key \"%s\" is stale",
-						token, text_to_cstring(row->key)),
-				 errdetail("The lease expired and another holder took the key over.")));
-	refuse_not_held(row, true);
+				 errhint("Use the lease_token that eo_claim returned with status \"claimed\".")));
+	if (token < row->lease_token)
+		refuse_stale(row, token,
+					 "The key was leased again with a newer token since.");
+	switch (row->state)
+	{
+		case EO_PROCESSING:
+			return;
+		case EO_DONE:
+			refuse_not_held(row, true);
+			break;
+		case EO_TXN_CLAIMED:
+			refuse_stale(row, token,
+						 "The lease expired and the key was claimed in a transaction since.");
+			break;
+		default:
+			refuse_stale(row, token, "The lease expired and was reclaimed.");
+	}
 }
 
 /* Find a key the caller is about to change; error if unknown. */
@@ -540,7 +570,7 @@ status_tuple(TupleDesc tupdesc, const EoKey *row)
 	nulls[1] = row->result == NULL;
 	values[1] = PointerGetDatum(row->result);
 	values[2] = Int32GetDatum(row->attempts);
-	nulls[3] = !row->has_token;
+	nulls[3] = row->state != EO_PROCESSING;
 	values[3] = Int64GetDatum(row->lease_token);
 	nulls[4] = !row->has_expiry;
 	values[4] = TimestampTzGetDatum(row->lease_expires_at);
