@@ -9,7 +9,14 @@ OBJS = \
 	src/keystore.o \
 	src/claim.o
 
-DATA = eo--0.1.0.sql
+# The install script is assembled from one part per concern (src/sql/),
+# in this order; the first part carries the \echo guard.
+SQL_PARTS = src/sql/keys.sql
+DATA_built = eo--0.1.0.sql
+EXTRA_CLEAN = eo--0.1.0.sql
+
+eo--0.1.0.sql: $(SQL_PARTS)
+	cat $^ > $@
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = claim fingerprint lease fail_retry status privileges bad_input

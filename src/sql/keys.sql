@@ -1,5 +1,7 @@
--- eo 0.1.0: idempotency keys with leases and fencing tokens.
+-- eo 0.1.0 install script, assembled by the Makefile from src/sql/*.sql.
 \echo Use "CREATE EXTENSION eo" to load this file. \quit
+
+-- ---- idempotency keys (src/sql/keys.sql) ----
 
 -- One row per idempotency key.  state: c = claimed in a transaction (done
 -- once committed), d = done, p = processing under a lease, f = failed
