@@ -7,11 +7,13 @@ OBJS = \
 	src/eo.o \
 	src/validate.o \
 	src/keystore.o \
-	src/claim.o
+	src/claim.o \
+	src/maintain.o \
+	src/worker.o
 
 # The install script is assembled from one part per concern (src/sql/),
 # in this order; the first part carries the \echo guard.
-SQL_PARTS = src/sql/keys.sql
+SQL_PARTS = src/sql/keys.sql src/sql/maintain.sql
 DATA_built = eo--0.1.0.sql
 EXTRA_CLEAN = eo--0.1.0.sql
 

@@ -22,6 +22,17 @@
 #define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
 #endif
 
+/*
+ * Named wait events for extensions arrived in 17; before, every extension
+ * wait shows as "Extension".
+ */
+#if PG_VERSION_NUM >= 170000
+#include "utils/wait_event.h"
+#define EO_WAIT_EVENT_LAUNCHER WaitEventExtensionNew("EoLauncherMain")
+#else
+#define EO_WAIT_EVENT_LAUNCHER PG_WAIT_EXTENSION
+#endif
+
 /* Datum conversions for item pointers arrived in 16. */
 #ifndef DatumGetItemPointer
 #define DatumGetItemPointer(X) ((ItemPointer) DatumGetPointer(X))

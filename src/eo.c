@@ -9,6 +9,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "compat.h"
@@ -45,5 +46,25 @@ _PG_init(void)
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("eo.naptime",
+							"Time between two maintenance passes of the background worker.",
+							NULL,
+							&eo_naptime_secs,
+							10, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("eo.databases",
+							   "Databases the background worker visits (comma-separated; empty: all).",
+							   NULL,
+							   &eo_databases,
+							   "",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("eo");
+
+	/* The worker needs the preload; everything else works without it. */
+	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
+		eo_register_launcher();
 }

@@ -84,5 +84,21 @@ extern bool eo_ks_find(text *key, EoKey *row);
 extern bool eo_ks_insert(const EoKey *row);
 extern bool eo_ks_update(const EoKey *row);
 extern int64 eo_ks_next_token(void);
+extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
+								   int64 *dead);
+
+/* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
+typedef struct EoPassStats
+{
+	int64		reclaimed;		/* expired leases turned failed or dead */
+	int64		dead;			/* of which became dead */
+} EoPassStats;
+
+extern void eo_reclaim_step(EoPassStats *stats, bool *more);
+
+/* worker.c */
+extern int	eo_naptime_secs;
+extern char *eo_databases;
+extern void eo_register_launcher(void);
 
 #endif							/* EO_H */

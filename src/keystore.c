@@ -47,6 +47,7 @@ typedef struct KeyStore
 	SPIPlanPtr	find_plan;
 	SPIPlanPtr	insert_plan;
 	SPIPlanPtr	update_plan;
+	SPIPlanPtr	reclaim_plan;
 } KeyStore;
 
 static KeyStore store;
@@ -88,6 +89,7 @@ ks_prepare_plans(const char *schema)
 	Oid			find_types[1] = {TEXTOID};
 	Oid			insert_types[11] = {TEXTOID, OIDOID, CHAROID, TEXTOID, JSONBOID,
 		INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Oid			reclaim_types[3] = {TIMESTAMPTZOID, INT4OID, INT4OID};
 	Oid			update_types[9] = {TIDOID, CHAROID, TEXTOID, JSONBOID, INT4OID,
 		INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
 
@@ -101,6 +103,20 @@ ks_prepare_plans(const char *schema)
 											" updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 											" ON CONFLICT (key) DO NOTHING",
 											schema), 11, insert_types);
+	store.reclaim_plan = ks_prepare(psprintf(
+											 "UPDATE %1$s.eo_keys k SET"
+											 " state = CASE WHEN k.attempts OPERATOR(pg_catalog.>=) $2"
+											 "   THEN 'x'::pg_catalog.\"char\" ELSE 'f' END,"
+											 " lease_expires_at = CASE WHEN k.attempts OPERATOR(pg_catalog.>=) $2"
+											 "   THEN NULL ELSE $1 END,"
+											 " last_error = 'lease expired', updated_at = $1"
+											 " WHERE k.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+											 "   SELECT ctid FROM %1$s.eo_keys"
+											 "   WHERE lease_expires_at OPERATOR(pg_catalog.<) $1"
+											 "     AND state OPERATOR(pg_catalog.=) 'p'"
+											 "   LIMIT $3 FOR UPDATE SKIP LOCKED))"
+											 " RETURNING k.state",
+											 schema), 3, reclaim_types);
 	store.update_plan = ks_prepare(psprintf(
 											"UPDATE %s.eo_keys SET state = $2, fingerprint = $3, result = $4,"
 											" attempts = $5, lease_token = $6, lease_expires_at = $7,"
@@ -112,9 +128,10 @@ ks_prepare_plans(const char *schema)
 static void
 ks_free_plans(void)
 {
-	SPIPlanPtr *plans[3] = {&store.find_plan, &store.insert_plan, &store.update_plan};
+	SPIPlanPtr *plans[4] = {&store.find_plan, &store.insert_plan,
+	&store.update_plan, &store.reclaim_plan};
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < lengthof(plans); i++)
 	{
 		if (*plans[i] != NULL)
 			SPI_freeplan(*plans[i]);
@@ -313,4 +330,32 @@ int64
 eo_ks_next_token(void)
 {
 	return nextval_internal(store.token_seq_relid, false);
+}
+
+/*
+ * Turn up to `limit` processing keys whose lease ended before `now` into
+ * failed keys (retry allowed at once) or, out of attempts, dead ones.  Rows
+ * a holder is completing right now are skipped, not waited for: the next
+ * pass sees them if the holder did not finish.  Returns how many rows were
+ * reclaimed; *dead counts those that became dead.
+ */
+int64
+eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit, int64 *dead)
+{
+	Datum		values[3] = {TimestampTzGetDatum(now), Int32GetDatum(max_attempts),
+	Int32GetDatum(limit)};
+	int			rc = SPI_execute_plan(store.reclaim_plan, values, NULL, false, 0);
+
+	if (rc != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "eo: lease reclaim failed: %s", SPI_result_code_string(rc));
+	*dead = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		if (DatumGetChar(SPI_getbinval(SPI_tuptable->vals[i],
+									   SPI_tuptable->tupdesc, 1, &isnull)) == EO_DEAD)
+			(*dead)++;
+	}
+	return (int64) SPI_processed;
 }

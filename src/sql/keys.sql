@@ -24,6 +24,12 @@ CREATE TABLE @extschema@.eo_keys (
         CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['c','d','p','f','x']::pg_catalog."char"[]))
 );
 REVOKE ALL ON TABLE @extschema@.eo_keys FROM PUBLIC;
+
+-- Leases and retry times, for the reclaimer.  The predicate names only
+-- lease_expires_at, which a transaction-mode eo_complete does not change,
+-- so that update stays HOT.
+CREATE INDEX eo_keys_expiry ON @extschema@.eo_keys (lease_expires_at)
+    WHERE lease_expires_at IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.eo_keys', '');
 
 -- Fencing tokens: strictly increasing per key because they are strictly

@@ -1,0 +1,317 @@
+/*-------------------------------------------------------------------------
+ * worker.c
+ *	  The background launcher and its per-database maintenance passes.
+ *
+ * Process model.  With shared_preload_libraries = 'eo' the postmaster
+ * starts one launcher ("eo launcher").  It connects to no database, wakes
+ * every eo.naptime, lists the databases that accept connections (limited
+ * to eo.databases if set), and starts one short-lived dynamic worker
+ * ("eo worker") per database that has none running.  That worker connects,
+ * returns at once if eo is not installed there, runs one maintenance pass
+ * in short transactions, and exits.
+ *
+ * Why short-lived workers rather than one resident worker per database:
+ * a resident connection would make DROP DATABASE fail ("being accessed by
+ * other users"); a pass lasts well under the 5 s DROP DATABASE waits for
+ * other sessions to leave.  It also makes DROP EXTENSION, a crash of a
+ * worker and a change of settings need no special handling: the next pass
+ * starts from the catalog as it is then.
+ *
+ * The launcher starts only once recovery has finished, so nothing runs on
+ * a standby until it is promoted, and is not registered in binary-upgrade
+ * mode.  After a crash the postmaster restarts it like any backend.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "compat.h"
+#include "eo.h"
+
+int			eo_naptime_secs = 10;
+char	   *eo_databases = NULL;
+
+PGDLLEXPORT void eo_launcher_main(Datum main_arg);
+PGDLLEXPORT void eo_db_worker_main(Datum main_arg);
+
+/* The launcher's handle on the pass running in each database. */
+typedef struct DbPass
+{
+	Oid			dboid;
+	BackgroundWorkerHandle *handle;
+} DbPass;
+
+static DbPass *passes = NULL;
+static int	npasses = 0;
+
+void
+eo_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 10;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "eo");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "eo_launcher_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "eo launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "eo launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Is this database named in eo.databases (or is the list empty)? */
+static bool
+database_selected(const char *datname)
+{
+	char	   *copy;
+	List	   *names;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (eo_databases == NULL || eo_databases[0] == '\0')
+		return true;
+	copy = pstrdup(eo_databases);
+	if (!SplitIdentifierString(copy, ',', &names))
+	{
+		ereport(LOG,
+				(errmsg("eo: invalid eo.databases list \"%s\"", eo_databases)));
+		return false;
+	}
+	foreach(lc, names)
+		found |= strcmp((char *) lfirst(lc), datname) == 0;
+	return found;
+}
+
+/* The databases a pass should visit, read from pg_database. */
+static List *
+databases_to_visit(void)
+{
+	List	   *oids = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext caller = CurrentMemoryContext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "eo: listing databases");
+
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old;
+
+		if (!db->datallowconn || db->datistemplate ||
+			!database_selected(NameStr(db->datname)))
+			continue;
+		old = MemoryContextSwitchTo(caller);
+		oids = lappend_oid(oids, db->oid);
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return oids;
+}
+
+static DbPass *
+pass_slot(Oid dboid)
+{
+	for (int i = 0; i < npasses; i++)
+		if (passes[i].dboid == dboid)
+			return &passes[i];
+	passes = passes == NULL
+		? MemoryContextAlloc(TopMemoryContext, sizeof(DbPass))
+		: repalloc(passes, sizeof(DbPass) * (npasses + 1));
+	passes[npasses].dboid = dboid;
+	passes[npasses].handle = NULL;
+	return &passes[npasses++];
+}
+
+static bool
+pass_running(DbPass *pass)
+{
+	pid_t		pid;
+
+	return pass->handle != NULL &&
+		GetBackgroundWorkerPid(pass->handle, &pid) != BGWH_STOPPED;
+}
+
+static void
+start_pass(Oid dboid)
+{
+	DbPass	   *pass = pass_slot(dboid);
+	BackgroundWorker worker;
+
+	if (pass_running(pass))
+		return;					/* the previous pass has not finished */
+	if (pass->handle != NULL)
+		pfree(pass->handle);
+	pass->handle = NULL;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "eo");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "eo_db_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "eo worker for database %u", dboid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "eo worker");
+	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
+
+	/* Out of worker slots: say so and try again on the next pass. */
+	if (!RegisterDynamicBackgroundWorker(&worker, &pass->handle))
+	{
+		pass->handle = NULL;
+		ereport(LOG,
+				(errmsg("eo: no background worker slot free for database %u", dboid),
+				 errhint("Raise max_worker_processes, or limit eo.databases.")));
+	}
+}
+
+/*
+ * Milliseconds until the next pass is due.  Passes are paced by a deadline,
+ * not by the wait's timeout, so that wake-ups between passes (a reload, a
+ * worker that exits) neither skip nor add a pass.
+ */
+static long
+ms_until(TimestampTz deadline)
+{
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(GetCurrentTimestamp(), deadline, &secs, &usecs);
+	return secs * 1000L + usecs / 1000;
+}
+
+void
+eo_launcher_main(Datum main_arg)
+{
+	TimestampTz last_pass = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	for (;;)
+	{
+		long		wait_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		wait_ms = last_pass == 0 ? 0 :
+			ms_until(TimestampTzPlusMilliseconds(last_pass, eo_naptime_secs * 1000L));
+		if (wait_ms <= 0)
+		{
+			List	   *oids = databases_to_visit();
+			ListCell   *lc;
+
+			last_pass = GetCurrentTimestamp();
+			foreach(lc, oids)
+				start_pass(lfirst_oid(lc));
+			list_free(oids);
+			wait_ms = eo_naptime_secs * 1000L;
+		}
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 wait_ms, EO_WAIT_EVENT_LAUNCHER);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* Run `step` in a transaction of its own, as worker_spi does. */
+static void
+run_in_transaction(const char *activity, void (*step) (void *), void *arg)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+
+	step(arg);
+
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static void
+check_installed(void *arg)
+{
+	*(bool *) arg = OidIsValid(get_extension_oid("eo", true));
+}
+
+typedef struct ReclaimArg
+{
+	EoPassStats stats;
+	bool		more;
+} ReclaimArg;
+
+static void
+reclaim(void *arg)
+{
+	ReclaimArg *r = (ReclaimArg *) arg;
+
+	eo_reclaim_step(&r->stats, &r->more);
+}
+
+void
+eo_db_worker_main(Datum main_arg)
+{
+	bool		installed = false;
+	ReclaimArg	r = {{0, 0}, true};
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+	pgstat_report_appname("eo worker");
+
+	run_in_transaction("eo: checking for the extension", check_installed, &installed);
+	if (!installed)
+		proc_exit(0);
+
+	while (r.more)
+	{
+		CHECK_FOR_INTERRUPTS();
+		run_in_transaction("eo: reclaiming expired leases", reclaim, &r);
+	}
+	if (r.stats.reclaimed > 0)
+		ereport(LOG,
+				(errmsg("eo: reclaimed %lld expired leases, %lld now dead",
+						(long long) r.stats.reclaimed, (long long) r.stats.dead)));
+	proc_exit(0);
+}
