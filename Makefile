@@ -12,13 +12,12 @@ OBJS = \
 	src/worker.o
 
 # The install script is assembled from one part per concern (src/sql/),
-# in this order; the first part carries the \echo guard.
+# in this order; the first part carries the \echo guard.  Its rule comes
+# after the PGXS include so that `all` stays the default target.
 SQL_PARTS = src/sql/keys.sql src/sql/maintain.sql
 DATA_built = eo--0.1.0.sql
 EXTRA_CLEAN = eo--0.1.0.sql
 
-eo--0.1.0.sql: $(SQL_PARTS)
-	cat $^ > $@
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = claim fingerprint lease fail_retry status privileges bad_input
@@ -37,3 +36,6 @@ PG_CPPFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+eo--0.1.0.sql: $(SQL_PARTS)
+	cat $^ > $@

@@ -3,6 +3,7 @@
 # the first consumer dying mid-transaction, and the payment made exactly once.
 # Builds and installs eo, runs a throwaway server, removes it at the end.
 set -euo pipefail
+# shellcheck source=tools/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KEY=payment:order-42
@@ -14,9 +15,10 @@ write_consumer() {
     cat >"$EO_TMP/consumer.sql" <<'SQL'
 \set QUIET on
 BEGIN;
-SELECT status, coalesce(result::text, 'null') AS result, status = 'claimed' AS claimed
+SELECT status = 'claimed' AS claimed, coalesce(result::text, 'null') AS result,
+       format('delivery %s: eo_claim -> %s', :'n', status) AS said
   FROM eo_claim(:'key') \gset
-\echo 'delivery' :n ': eo_claim ->' :status
+\echo :said
 \if :claimed
   INSERT INTO ledger (order_id, amount) VALUES ('order-42', 100);
   \if :crash
@@ -24,9 +26,9 @@ SELECT status, coalesce(result::text, 'null') AS result, status = 'claimed' AS c
     SELECT pg_sleep(60);
   \endif
   SELECT eo_complete(:'key', '{"charge": "ch_1"}') \gset
-  \echo '   did the work: one ledger row, completed with {"charge": "ch_1"}'
+  \echo '   did the work (one ledger row) and eo_complete with {"charge": "ch_1"}'
 \else
-  \echo '   already done: answer with the stored result' :result ', change nothing'
+  \echo '   already done: reply with the stored result' :result 'and change nothing'
 \endif
 COMMIT;
 SQL
@@ -61,7 +63,7 @@ main() {
     write_consumer
     say "CREATE EXTENSION eo, and a ledger that stands for the side effect"
     run_psql -q -c "CREATE EXTENSION eo" \
-        -c "CREATE TABLE ledger (id serial PRIMARY KEY, order_id text, amount int)"
+        -c "CREATE TABLE ledger (order_id text, amount int, paid_at timestamptz DEFAULT now())"
     say "the broker delivers '$KEY' four times"
     crashing_delivery
     say "eo_status after the crash: no row, the killed claim left no trace"

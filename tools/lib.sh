@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tools/lib.sh -- shared helpers for tools/test.sh and tools/demo.sh.
 # Sourced, not run.  Callers have already done `set -euo pipefail`.
 #
@@ -10,7 +11,7 @@ RUN_USER=postgres          # the Debian packages create it; initdb refuses root
 EO_TMP=""                  # scratch dir: src/ (repo copy), pg/ (cluster)
 PGBIN=""
 
-log() { printf '\n== %s\n' "$*" >&2; }
+log() { printf '\n== %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # Everything a fresh Debian 12 machine lacks to build and test the extension.
@@ -25,16 +26,16 @@ missing_tools() {
 
 ensure_packages() {
     local missing
-    missing=$(missing_tools | tr '\n' ' ')
+    missing=$(missing_tools | paste -sd' ')
     if [ -n "$missing" ]; then
         [ "$(id -u)" -eq 0 ] ||
             die "missing: $missing; as root run: apt-get install postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc"
         log "installing packages (missing: $missing)"
         apt-get update
-        # postgresql-15 pulls in postgresql-client-15 (pgbench) and contrib.
+        # On Debian 12 postgresql-15 also ships pgbench and the contrib modules.
         DEBIAN_FRONTEND=noninteractive apt-get install -y \
             postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc
-        missing=$(missing_tools | tr '\n' ' ')
+        missing=$(missing_tools | paste -sd' ')
         [ -z "$missing" ] || die "still missing after apt-get: $missing"
     fi
     PGBIN=$("$PG_CONFIG" --bindir)
@@ -113,13 +114,14 @@ unix_socket_directories = '$pg/sock'
 port = $PGPORT
 shared_preload_libraries = 'eo'
 max_prepared_transactions = 10
+eo.naptime = 3600           # the worker's own tests (TAP) use their own nodes
 fsync = off                  # test data: speed over durability
 logging_collector = off
 log_line_prefix = '%m [%p] %q%a '
 EOF
+    SERVER_UP=1   # before the start: a half-started server must be stopped too
     as_pg pg_ctl -D "$pg/data" -l "$pg/server.log" -w -t 60 start >/dev/null ||
         die "server did not start"
-    SERVER_UP=1
 }
 
 stop_server() {
@@ -128,14 +130,19 @@ stop_server() {
     SERVER_UP=0
 }
 
+# Once per run: the end of the server log, for whoever reads a failure.
+show_server_log() {
+    [ -z "${LOG_SHOWN:-}" ] && [ -f "$EO_TMP/pg/server.log" ] || return 0
+    LOG_SHOWN=1
+    log "last lines of the server log ($EO_TMP/pg/server.log)"
+    tail -n 40 "$EO_TMP/pg/server.log"
+}
+
 # EXIT trap: stop our server, show its log if we failed, remove the scratch.
 on_exit() {
     local rc=$?
     stop_server
-    if [ "$rc" -ne 0 ] && [ -f "$EO_TMP/pg/server.log" ]; then
-        printf '\n== last lines of the server log (%s)\n' "$EO_TMP/pg/server.log" >&2
-        tail -n 40 "$EO_TMP/pg/server.log" >&2
-    fi
+    [ "$rc" -eq 0 ] || show_server_log
     if [ "${EO_KEEP:-0}" = 1 ]; then
         echo "kept $EO_TMP" >&2
     elif [ -n "$EO_TMP" ]; then

@@ -4,11 +4,13 @@
 # stress test, against a scratch server.  Ends with "N passed, M failed"
 # counting those four groups; exits 1 if any failed.
 set -euo pipefail
+# shellcheck source=tools/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PASSED=0 FAILED=0 FAILED_NAMES=""
 
 # Value of a Makefile variable, to skip a group the Makefile does not define.
+# shellcheck disable=SC2016  # $($*) is for make, not the shell
 make_var() {
     make -s --no-print-directory -C "$EO_TMP/src" PG_CONFIG="$PG_CONFIG" \
         --eval 'print-%: ; @echo $($*)' "print-$1"
@@ -32,6 +34,7 @@ run_group() {
         PASSED=$((PASSED + 1))
     else
         FAILED=$((FAILED + 1)); FAILED_NAMES+=" $name"
+        show_failure_output "$name"
     fi
 }
 
@@ -44,14 +47,17 @@ run_makefile_group() {
     run_group "$name" installcheck_only "$var"
 }
 
-# What pg_regress, pg_isolation_regress and prove left behind.
+# What pg_regress, pg_isolation_regress and prove left behind for a group
+# (the stress test prints its own findings).
 show_failure_output() {
-    local f
-    for f in "$EO_TMP/src/regression.diffs" "$EO_TMP/src/output_iso/regression.diffs"; do
-        [ -s "$f" ] && { log "$f"; head -n 400 "$f"; }
-    done
-    for f in "$EO_TMP/src"/tmp_check/log/*; do
-        [ -f "$f" ] && { log "$f (last 60 lines)"; tail -n 60 "$f"; }
+    local f files=()
+    case $1 in
+        regress) files=("$EO_TMP/src/regression.diffs") ;;
+        isolation) files=("$EO_TMP/src/output_iso/regression.diffs") ;;
+        tap) files=("$EO_TMP/src"/tmp_check/log/*) ;;
+    esac
+    for f in "${files[@]}"; do
+        [ -s "$f" ] && { log "$f (last 300 lines)"; tail -n 300 "$f"; }
     done
     return 0
 }
@@ -66,7 +72,8 @@ main() {
     run_makefile_group isolation ISOLATION
     run_makefile_group tap TAP_TESTS
     run_group stress as_pg bash test/stress/run.sh
-    [ "$FAILED" -eq 0 ] || { show_failure_output; log "failed:$FAILED_NAMES"; }
+    # The summary goes last, after anything that explains a failure.
+    [ "$FAILED" -eq 0 ] || { show_server_log; log "failed:$FAILED_NAMES"; }
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" -eq 0 ]
 }

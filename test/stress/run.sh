@@ -4,8 +4,11 @@
 # pgbench hammers a small pool of keys, each delivered many times, from
 # transaction-mode consumers (txn.sql, one in ten rolling back) and lease-mode
 # consumers (lease.sql) at once.  Every claimed delivery adds to a side-effect
-# ledger.  Effectively-once means: afterwards each key has exactly one ledger
-# row, written exactly once (n = 1), and eo_status says 'done'.
+# ledger (key PRIMARY KEY, n = times the effect was applied; an upsert, so a
+# double effect is counted rather than aborting the load).  Effectively-once
+# means: afterwards each key (the fixed pool and the hot keys of txn.sql)
+# has exactly one ledger row with n = 1, and
+# eo_status says 'done'.
 #
 # Runs against the server in PGHOST/PGPORT as a superuser; it drops and
 # recreates the database STRESS_DB.  Tunables (defaults take ~25 s on 2 cores):
@@ -24,15 +27,16 @@ sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 fail() { printf 'stress: FAILED: %s\n' "$*" >&2; exit 1; }
 
 setup_db() {
-    psql -X -q -v ON_ERROR_STOP=1 -d postgres \
-        -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "SET client_min_messages = warning" \
+        -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" &&
     sql -c "CREATE EXTENSION eo" \
-        -c "CREATE TABLE stress_ledger (key text PRIMARY KEY, n int NOT NULL)"
+        -c "CREATE TABLE stress_ledger (key text PRIMARY KEY, n int NOT NULL)" \
+        -c "CREATE SEQUENCE stress_hot"
 }
 
 # Transaction mode weighted 9:1 over lease mode.  No --max-tries: under READ
-# COMMITTED a correct eo never raises an error here, so any error (a unique
-# violation, a refused token, a deadlock) aborts a client and fails the run.
+# COMMITTED a correct eo never raises an error here, so any error (a refused
+# fencing token, a deadlock, an internal error) aborts a client and fails the run.
 run_load() {
     echo "stress: pgbench, $CLIENTS clients, ${SECONDS_RUN}s, pool of $POOL keys"
     if ! pgbench -n -M prepared -c "$CLIENTS" -j "$JOBS" -T "$SECONDS_RUN" \
@@ -47,19 +51,25 @@ run_load() {
         fail "pgbench reported failed transactions"
 }
 
+# Keys 1..POOL, then the hot keys handed out by the sequence.
+key_count() {
+    sql -Atc "SELECT $POOL + CASE WHEN is_called THEN last_value / 8 + 1 ELSE 0 END FROM stress_hot"
+}
+
 # Keys the load never got to (or whose last claim rolled back) are claimed
 # once more, one transaction per key, so every key must end 'done'.
 final_pass() {
-    local before i
+    local before key
     before=$(sql -Atc "SELECT count(*) FROM stress_ledger")
-    for i in $(seq 1 "$POOL"); do
+    for key in $(sql -Atc "SELECT 'stress:' || i FROM generate_series(1, $(key_count)) i
+                           WHERE (SELECT state FROM eo_status('stress:' || i)) IS DISTINCT FROM 'done'"); do
         cat <<EOF
 BEGIN;
-SELECT status = 'claimed' AS claimed FROM eo_claim('stress:$i') \gset
+SELECT status = 'claimed' AS claimed FROM eo_claim('$key') \gset
 \if :claimed
-INSERT INTO stress_ledger AS l VALUES ('stress:$i', 1)
+INSERT INTO stress_ledger AS l VALUES ('$key', 1)
     ON CONFLICT (key) DO UPDATE SET n = l.n + 1;
-SELECT eo_complete('stress:$i', '{"mode": "final"}');
+SELECT eo_complete('$key', '{"mode": "final"}');
 \endif
 COMMIT;
 EOF
@@ -73,23 +83,27 @@ check() {
 }
 
 verify() {
-    local rows missing twice notdone
+    local rows missing twice notdone keys
+    keys=$(key_count)
     rows=$(sql -Atc "SELECT count(*) FROM stress_ledger")
-    missing=$(sql -Atc "SELECT count(*) FROM generate_series(1, $POOL) i
+    missing=$(sql -Atc "SELECT count(*) FROM generate_series(1, $keys) i
         WHERE NOT EXISTS (SELECT FROM stress_ledger WHERE key = 'stress:' || i)")
     twice=$(sql -Atc "SELECT count(*) FROM stress_ledger WHERE n <> 1")
-    notdone=$(sql -Atc "SELECT count(*) FROM generate_series(1, $POOL) i
+    notdone=$(sql -Atc "SELECT count(*) FROM generate_series(1, $keys) i
         WHERE (SELECT state FROM eo_status('stress:' || i)) IS DISTINCT FROM 'done'")
+    echo "stress: keys completed by mode: $(sql -Atc "SELECT string_agg(m || ' ' || n, ', ')
+        FROM (SELECT (eo_status('stress:' || i)).result ->> 'mode' AS m, count(*) AS n
+              FROM generate_series(1, $keys) i GROUP BY 1 ORDER BY 1) s")"
     echo "stress: checks"
     BAD=0
-    check "ledger has $POOL rows (has $rows)" $(( rows - POOL ))
+    check "ledger has $keys rows (has $rows)" $(( rows - keys ))
     check "every key has a ledger row (keys without one)" "$missing"
     check "no side effect done twice (ledger rows with n <> 1)" "$twice"
     check "eo_status is 'done' for every key (keys not done)" "$notdone"
     [ "$BAD" = 0 ] || fail "effectively-once violated"
 }
 
-setup_db
+setup_db || fail "could not set up database $DB"
 run_load
 final_pass
 verify
