@@ -59,7 +59,7 @@ ORDER BY c.relname;
 SELECT table_name, privilege_type
 FROM information_schema.role_table_grants
 WHERE grantee = 'PUBLIC' AND table_name LIKE 'eo\_%';
-SELECT has_table_privilege('public', 'eo_keys', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER') AS public_on_keys,
+SELECT has_table_privilege('public', 'eo_keys_1', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER') AS public_on_keys,
        has_sequence_privilege('public', 'eo_lease_token_seq', 'USAGE, SELECT, UPDATE') AS public_on_seq;
 
 -- Roles: alice and bob process messages; carol is a member of alice;
@@ -101,7 +101,7 @@ SELECT * FROM eo_claim('priv:alice', 'body-A');
 SELECT state, result, attempts FROM eo_status('priv:alice');
 SELECT lease_token AS alice_token FROM eo_claim('priv:alice-lease', lease => '1 hour') \gset
 SELECT eo_fail('priv:alice-failed', 'upstream down', retry_after => '1 hour');
-SELECT eo_test_try($$SELECT count(*) FROM eo_keys$$);
+SELECT eo_test_try($$SELECT count(*) FROM eo_keys_1$$);
 SELECT eo_test_try($$SELECT nextval('eo_lease_token_seq')$$);
 SELECT eo_test_try($$SELECT set_config('eo.max_attempts', '1000', false)$$);
 RESET ROLE;
@@ -127,8 +127,8 @@ SELECT eo_test_try($$SELECT status FROM eo_claim('priv:alice-failed')$$);
 SELECT eo_test_try($$SELECT eo_fail('priv:alice-failed', 'bob')$$);
 SELECT eo_test_try($$SELECT count(*) FROM eo_status('priv:alice-failed')$$);
 -- nor through the table
-SELECT eo_test_try($$SELECT result FROM eo_keys WHERE key = 'priv:alice'$$);
-SELECT eo_test_try($$UPDATE eo_keys SET result = '"bob"' WHERE key = 'priv:alice' RETURNING 1$$);
+SELECT eo_test_try($$SELECT result FROM eo_keys_1 WHERE key = 'priv:alice'$$);
+SELECT eo_test_try($$UPDATE eo_keys_1 SET result = '"bob"' WHERE key = 'priv:alice' RETURNING 1$$);
 -- eo settings are not his to change
 SELECT eo_test_try($$SELECT set_config('eo.max_attempts', '1000', false)$$);
 SELECT eo_test_try($$SELECT set_config('eo.max_lease', '1000', false)$$);
@@ -190,9 +190,9 @@ CREATE FUNCTION regress_eo_evil.tid_eq(tid, tid) RETURNS boolean
 LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'hijacked as %', current_user; END$$;
 CREATE OPERATOR regress_eo_evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = regress_eo_evil.text_eq);
 CREATE OPERATOR regress_eo_evil.= (LEFTARG = tid, RIGHTARG = tid, FUNCTION = regress_eo_evil.tid_eq);
-CREATE TABLE regress_eo_evil.eo_keys (key text);
+CREATE TABLE regress_eo_evil.eo_keys_1 (key text);
 CREATE TABLE regress_eo_evil.eo_lease_token_seq (key text);
-CREATE TEMP TABLE eo_keys (key text);
+CREATE TEMP TABLE eo_keys_1 (key text);
 SET search_path = regress_eo_evil, pg_catalog, public;
 -- the shadowing works for bob's own queries ...
 SELECT eo_test_try($$SELECT 'a'::text = 'b'::text$$);
@@ -206,10 +206,10 @@ SELECT lease_token AS evil_token FROM public.eo_claim('priv:evil-lease', lease =
 SELECT public.eo_extend('priv:evil-lease', :evil_token, '1 hour') > pg_catalog.now() AS extended;
 SELECT public.eo_fail('priv:evil-lease', 'x', lease_token => :evil_token);
 SELECT state, attempts FROM public.eo_status('priv:evil-lease');
-SELECT pg_catalog.count(*) AS shadow_rows FROM regress_eo_evil.eo_keys;
-SELECT pg_catalog.count(*) AS temp_rows FROM pg_temp.eo_keys;
+SELECT pg_catalog.count(*) AS shadow_rows FROM regress_eo_evil.eo_keys_1;
+SELECT pg_catalog.count(*) AS temp_rows FROM pg_temp.eo_keys_1;
 RESET search_path;
-DROP TABLE pg_temp.eo_keys;
+DROP TABLE pg_temp.eo_keys_1;
 RESET ROLE;
 
 -- Clean up.  The keys stay in eo_keys with their owners' OIDs.

@@ -216,6 +216,10 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 	return false;				/* keep compiler quiet */
 }
 
+/*
+ * Look the key up in every live generation first: a new key may be
+ * inserted only once no generation holds it (keystore.c).
+ */
 static void
 claim_key(ClaimRequest *req, ClaimOutcome *out)
 {
@@ -224,15 +228,16 @@ claim_key(ClaimRequest *req, ClaimOutcome *out)
 		CHECK_FOR_INTERRUPTS();
 		req->now = GetCurrentTimestamp();
 		out->show_token = false;
-		if (claim_new_key(req, out))
+		if (eo_ks_find(req->key, &out->row))
+		{
+			check_owner(&out->row, req->caller);
+			check_fingerprint(&out->row, req->fingerprint);
+			if (claim_existing(req, out))
+				return;
+		}
+		else if (claim_new_key(req, out))
 			return;
-		/* The key exists, or did: its writer has finished by now. */
-		if (!eo_ks_find(req->key, &out->row))
-			continue;
-		check_owner(&out->row, req->caller);
-		check_fingerprint(&out->row, req->fingerprint);
-		if (claim_existing(req, out))
-			return;
+		/* Lost a race: the other writer has finished by now; look again. */
 	}
 }
 
@@ -272,7 +277,7 @@ eo_claim(PG_FUNCTION_ARGS)
 	req.lease_usecs = req.lease_mode ? eo_check_lease(PG_GETARG_DATUM(2)) : 0;
 	req.caller = GetUserId();
 
-	eo_ks_open();
+	eo_ks_open(EO_KS_WRITE);
 	claim_key(&req, &out);
 	eo_ks_close();
 
@@ -393,7 +398,7 @@ eo_complete(PG_FUNCTION_ARGS)
 	int64		token = with_token ? PG_GETARG_INT64(2) : 0;
 	Oid			caller = GetUserId();
 
-	eo_ks_open();
+	eo_ks_open(EO_KS_READ);
 	while (!complete_key(key, result, with_token, token, caller))
 		CHECK_FOR_INTERRUPTS();
 	eo_ks_close();
@@ -496,7 +501,7 @@ eo_fail(PG_FUNCTION_ARGS)
 	req.retry_usecs = eo_check_retry_after(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
 	req.caller = GetUserId();
 
-	eo_ks_open();
+	eo_ks_open(EO_KS_WRITE);
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -526,7 +531,7 @@ eo_extend(PG_FUNCTION_ARGS)
 	token = PG_GETARG_INT64(1);
 	lease_usecs = eo_check_lease(PG_GETARG_DATUM(2));
 
-	eo_ks_open();
+	eo_ks_open(EO_KS_READ);
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -602,7 +607,7 @@ eo_status(PG_FUNCTION_ARGS)
 			elog(ERROR, "eo: eo_status must return a composite type");
 		tupdesc = BlessTupleDesc(tupdesc);
 
-		eo_ks_open();
+		eo_ks_open(EO_KS_READ);
 		found = eo_ks_find(key, &row);
 		if (found)
 			check_owner(&row, caller);

@@ -19,6 +19,8 @@ PG_MODULE_MAGIC;
 
 int			eo_max_attempts = 5;
 int			eo_max_lease_secs = SECS_PER_DAY;
+int			eo_retention_secs = 7 * SECS_PER_DAY;
+int			eo_partition_interval_secs = SECS_PER_DAY;
 
 void		_PG_init(void);
 
@@ -42,6 +44,26 @@ _PG_init(void)
 							"Longest lease that eo_claim and eo_extend accept.",
 							NULL,
 							&eo_max_lease_secs,
+							SECS_PER_DAY, 1, 30 * SECS_PER_DAY,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/*
+	 * Superuser-settable (not SIGHUP) so that eo_maintain() can be run by
+	 * hand with other values; the worker uses the server's values.
+	 */
+	DefineCustomIntVariable("eo.retention",
+							"How long a finished key is remembered, at least.",
+							"Keys are removed by dropping whole time generations.",
+							&eo_retention_secs,
+							7 * SECS_PER_DAY, 1, 3650 * SECS_PER_DAY,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("eo.partition_interval",
+							"How long one generation of the key store receives new keys.",
+							NULL,
+							&eo_partition_interval_secs,
 							SECS_PER_DAY, 1, 30 * SECS_PER_DAY,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);

@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 #include "utils/jsonb.h"
 
@@ -47,6 +48,8 @@
 /* Settings (eo.c) */
 extern int	eo_max_attempts;
 extern int	eo_max_lease_secs;
+extern int	eo_retention_secs;
+extern int	eo_partition_interval_secs;
 
 /* One row of eo_keys, as read or to be written. */
 typedef struct EoKey
@@ -65,6 +68,7 @@ typedef struct EoKey
 	TimestampTz created_at;
 	TimestampTz updated_at;
 	/* set by eo_ks_find only */
+	int32		gen;			/* generation (table) the row lives in */
 	TransactionId xmin;
 	ItemPointerData tid;
 } EoKey;
@@ -77,8 +81,31 @@ extern int64 eo_check_lease(Datum value);
 extern int64 eo_check_retry_after(Datum value, bool isnull);
 extern text *eo_clip_error(Datum value, bool isnull);
 
+/* partition.c: time generations of a table (see its header) */
+typedef struct EoGenSet
+{
+	const char *schema;			/* unquoted */
+	const char *registry;		/* registry table */
+	const char *template;		/* each generation is made LIKE this table */
+	const char *prefix;			/* generation tables are prefix || gen */
+} EoGenSet;
+
+#define EO_MAX_LIVE_GENERATIONS 64
+
+extern void eo_gen_make_ahead(const EoGenSet *set);
+extern bool eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live);
+extern List *eo_gen_retire_candidates(const EoGenSet *set, int retention_secs);
+extern void eo_gen_retire(const EoGenSet *set, int32 gen);
+extern int	eo_gen_drop_retired(const EoGenSet *set);
+
 /* keystore.c: storage of key rows; callers bracket calls with open/close */
-extern void eo_ks_open(void);
+typedef enum EoKsMode
+{
+	EO_KS_READ,					/* look keys up only */
+	EO_KS_WRITE					/* may insert new keys */
+} EoKsMode;
+
+extern void eo_ks_open(EoKsMode mode);
 extern void eo_ks_close(void);
 extern bool eo_ks_find(text *key, EoKey *row);
 extern bool eo_ks_insert(const EoKey *row);
@@ -86,15 +113,22 @@ extern bool eo_ks_update(const EoKey *row);
 extern int64 eo_ks_next_token(void);
 extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
 								   int64 *dead);
+extern const EoGenSet *eo_ks_generations(void);
+extern bool eo_ks_prepare_retire(int32 gen, TimestampTz cutoff);
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats
 {
 	int64		reclaimed;		/* expired leases turned failed or dead */
 	int64		dead;			/* of which became dead */
+	int64		switched;		/* generations made current */
+	int64		retired;		/* generations no longer read */
+	int64		dropped;		/* generation tables dropped */
 } EoPassStats;
 
 extern void eo_reclaim_step(EoPassStats *stats, bool *more);
+extern void eo_partition_step(EoPassStats *stats);
+extern void eo_drop_step(EoPassStats *stats);
 
 /* worker.c */
 extern int	eo_naptime_secs;

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  * maintain.c
- *	  One maintenance pass: reclaim processing keys whose lease expired.
+ *	  One maintenance pass: reclaim expired leases, keep the key store's
+ *	  time generations (make ahead, switch, retire, drop).
  *
- * The background worker (worker.c) and eo_maintain() both call this.  The
- * work is cut into bounded steps so that the worker can commit after each
- * one and never holds many row locks or a long transaction; eo_maintain(),
- * being one SQL call, runs its steps in the caller's transaction.
+ * The background worker (worker.c) and eo_maintain() both call these
+ * steps.  The work is cut into bounded steps so that the worker can commit
+ * after each one and never holds many row locks or a long transaction;
+ * eo_maintain(), being one SQL call, runs its steps in the caller's
+ * transaction.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -33,7 +35,7 @@ eo_reclaim_step(EoPassStats *stats, bool *more)
 	int64		dead;
 	int64		reclaimed;
 
-	eo_ks_open();
+	eo_ks_open(EO_KS_READ);
 	reclaimed = eo_ks_reclaim_expired(GetCurrentTimestamp(), eo_max_attempts,
 									  EO_RECLAIM_BATCH, &dead);
 	eo_ks_close();
@@ -43,15 +45,59 @@ eo_reclaim_step(EoPassStats *stats, bool *more)
 	*more = reclaimed == EO_RECLAIM_BATCH;
 }
 
+/*
+ * Keep a generation made ahead, switch to it when the current one is
+ * eo.partition_interval old, and retire old generations whose keys were
+ * all last changed more than eo.retention ago (after moving unfinished
+ * keys out of them).
+ */
+void
+eo_partition_step(EoPassStats *stats)
+{
+	const EoGenSet *set;
+	List	   *candidates;
+	ListCell   *lc;
+	TimestampTz cutoff = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 -(int64) eo_retention_secs * 1000);
+
+	eo_ks_open(EO_KS_WRITE);
+	set = eo_ks_generations();
+	eo_gen_make_ahead(set);
+	if (eo_gen_maybe_switch(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS))
+		stats->switched++;
+
+	candidates = eo_gen_retire_candidates(set, eo_retention_secs);
+	foreach(lc, candidates)
+	{
+		int32		gen = lfirst_int(lc);
+
+		if (eo_ks_prepare_retire(gen, cutoff))
+		{
+			eo_gen_retire(set, gen);
+			stats->retired++;
+		}
+	}
+	eo_ks_close();
+}
+
+/* Drop retired generations no transaction can still read. */
+void
+eo_drop_step(EoPassStats *stats)
+{
+	eo_ks_open(EO_KS_READ);
+	stats->dropped += eo_gen_drop_retired(eo_ks_generations());
+	eo_ks_close();
+}
+
 /* eo_maintain(): one pass by hand, for servers without the preload. */
 Datum
 eo_maintain(PG_FUNCTION_ARGS)
 {
-	EoPassStats stats = {0, 0};
+	EoPassStats stats = {0};
 	bool		more = true;
 	TupleDesc	tupdesc;
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "eo: eo_maintain must return a composite type");
@@ -61,9 +107,14 @@ eo_maintain(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 		eo_reclaim_step(&stats, &more);
 	}
+	eo_partition_step(&stats);
+	eo_drop_step(&stats);
 
 	values[0] = Int64GetDatum(stats.reclaimed);
 	values[1] = Int64GetDatum(stats.dead);
+	values[2] = Int64GetDatum(stats.switched);
+	values[3] = Int64GetDatum(stats.retired);
+	values[4] = Int64GetDatum(stats.dropped);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
 }

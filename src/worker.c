@@ -289,11 +289,23 @@ reclaim(void *arg)
 	eo_reclaim_step(&r->stats, &r->more);
 }
 
+static void
+partition(void *arg)
+{
+	eo_partition_step((EoPassStats *) arg);
+}
+
+static void
+drop_retired(void *arg)
+{
+	eo_drop_step((EoPassStats *) arg);
+}
+
 void
 eo_db_worker_main(Datum main_arg)
 {
 	bool		installed = false;
-	ReclaimArg	r = {{0, 0}, true};
+	ReclaimArg	r = {{0}, true};
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -309,9 +321,14 @@ eo_db_worker_main(Datum main_arg)
 		CHECK_FOR_INTERRUPTS();
 		run_in_transaction("eo: reclaiming expired leases", reclaim, &r);
 	}
-	if (r.stats.reclaimed > 0)
+	run_in_transaction("eo: keeping key generations", partition, &r.stats);
+	run_in_transaction("eo: dropping retired generations", drop_retired, &r.stats);
+
+	if (r.stats.reclaimed > 0 || r.stats.switched > 0 || r.stats.dropped > 0)
 		ereport(LOG,
-				(errmsg("eo: reclaimed %lld expired leases, %lld now dead",
-						(long long) r.stats.reclaimed, (long long) r.stats.dead)));
+				(errmsg("eo: reclaimed %lld expired leases (%lld now dead), switched %lld, retired %lld and dropped %lld generations",
+						(long long) r.stats.reclaimed, (long long) r.stats.dead,
+						(long long) r.stats.switched, (long long) r.stats.retired,
+						(long long) r.stats.dropped)));
 	proc_exit(0);
 }

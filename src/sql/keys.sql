@@ -7,7 +7,11 @@
 -- once committed), d = done, p = processing under a lease, f = failed
 -- (retry allowed after lease_expires_at), x = dead.  Written only through
 -- the functions below, which run their statements as the table owner.
-CREATE TABLE @extschema@.eo_keys (
+--
+-- Keys live in time generations (src/partition.c): one table per
+-- generation, eo_keys_<n>, each made LIKE this template, registered in
+-- eo_generations.  Old generations are dropped whole, never DELETEd.
+CREATE TABLE @extschema@.eo_keys_template (
     key              pg_catalog.text        NOT NULL,
     owner            pg_catalog.oid         NOT NULL,
     state            pg_catalog."char"      NOT NULL,
@@ -19,18 +23,34 @@ CREATE TABLE @extschema@.eo_keys (
     last_error       pg_catalog.text,
     created_at       pg_catalog.timestamptz NOT NULL,
     updated_at       pg_catalog.timestamptz NOT NULL,
-    CONSTRAINT eo_keys_pkey PRIMARY KEY (key),
-    CONSTRAINT eo_keys_state_check
-        CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['c','d','p','f','x']::pg_catalog."char"[]))
+    UNIQUE (key),
+    CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['c','d','p','f','x']::pg_catalog."char"[]))
 );
-REVOKE ALL ON TABLE @extschema@.eo_keys FROM PUBLIC;
-
 -- Leases and retry times, for the reclaimer.  The predicate names only
 -- lease_expires_at, which a transaction-mode eo_complete does not change,
 -- so that update stays HOT.
-CREATE INDEX eo_keys_expiry ON @extschema@.eo_keys (lease_expires_at)
+CREATE INDEX ON @extschema@.eo_keys_template (lease_expires_at)
     WHERE lease_expires_at IS NOT NULL;
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.eo_keys', '');
+REVOKE ALL ON TABLE @extschema@.eo_keys_template FROM PUBLIC;
+
+-- The generations: a = made ahead, c = current (receives new keys),
+-- o = old (read and updated), r = retired (no longer read; dropped next).
+CREATE TABLE @extschema@.eo_generations (
+    gen        pg_catalog.int4 PRIMARY KEY,
+    relid      pg_catalog.oid NOT NULL,
+    state      pg_catalog."char" NOT NULL
+               CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['a','c','o','r']::pg_catalog."char"[])),
+    started_at pg_catalog.timestamptz,
+    ended_at   pg_catalog.timestamptz
+);
+CREATE UNIQUE INDEX eo_generations_one_current ON @extschema@.eo_generations (state)
+    WHERE state OPERATOR(pg_catalog.=) 'c';
+REVOKE ALL ON TABLE @extschema@.eo_generations FROM PUBLIC;
+
+CREATE TABLE @extschema@.eo_keys_1 (LIKE @extschema@.eo_keys_template INCLUDING ALL);
+REVOKE ALL ON TABLE @extschema@.eo_keys_1 FROM PUBLIC;
+INSERT INTO @extschema@.eo_generations (gen, relid, state, started_at)
+    VALUES (1, '@extschema@.eo_keys_1'::pg_catalog.regclass, 'c', pg_catalog.clock_timestamp());
 
 -- Fencing tokens: strictly increasing per key because they are strictly
 -- increasing overall.

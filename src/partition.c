@@ -1,0 +1,314 @@
+/*-------------------------------------------------------------------------
+ * partition.c
+ *	  Time generations of a table: made ahead, switched, retired, dropped.
+ *
+ * A "generation set" is a registry table (gen, relid, state, started_at,
+ * ended_at) plus one plain table per generation, each made LIKE a template
+ * table.  Exactly one generation is current ('c') and receives new rows;
+ * older ones ('o') are still read and updated; one is made ahead ('a');
+ * retired ones ('r') are no longer read and wait to be dropped.  This file
+ * knows nothing of what the rows mean: callers decide when an old
+ * generation may retire.
+ *
+ * Why plain tables and not declarative partitions: detaching or dropping a
+ * partition takes an ACCESS EXCLUSIVE lock on the parent, which every
+ * reader and writer holds a lock on, so it would queue them all behind it.
+ * Here readers find the live generations in the registry, and a retired
+ * table is dropped only after every transaction that could have read the
+ * old registry has ended (WaitForLockers), so no lock queue forms.
+ *
+ * Locking protocol.  A writer that inserts new rows takes ROW EXCLUSIVE on
+ * the registry before reading which generation is current, and keeps it to
+ * the end of its transaction; readers take ACCESS SHARE.  Switching takes
+ * SHARE on the registry, so it waits until no writer of the old current
+ * generation is in flight: every row of a generation is committed or gone
+ * before any row of the next is written.  That is what lets a caller keep
+ * a key unique across generations with a unique index per generation.  The
+ * switch waits at most eo_switch_lock_timeout, then gives up until the next
+ * pass, so writers queue behind it for at most that long.  Registry changes
+ * send a relcache invalidation for the registry, which is how readers
+ * notice them.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "eo.h"
+
+/* Longest a switch may make new writers wait, in milliseconds. */
+#define EO_SWITCH_LOCK_TIMEOUT_MS 200
+
+static void
+run_sql(const char *sql, int expected)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "eo: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
+}
+
+static char *
+qualified(const EoGenSet *set, const char *relname)
+{
+	return psprintf("%s.%s", quote_identifier(set->schema), quote_identifier(relname));
+}
+
+/* The generation in `state` with the highest number, or 0. */
+static int32
+gen_in_state(const EoGenSet *set, char state)
+{
+	char	   *sql = psprintf("SELECT pg_catalog.max(gen) FROM %s"
+							   " WHERE state OPERATOR(pg_catalog.=) '%c'",
+							   qualified(set, set->registry), state);
+	bool		isnull;
+	Datum		d;
+
+	run_sql(sql, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+/* Tables made at run time belong to the extension, so DROP EXTENSION drops them. */
+static void
+record_extension_member(Oid relid)
+{
+	ObjectAddress table;
+	ObjectAddress ext;
+
+	ObjectAddressSet(table, RelationRelationId, relid);
+	ObjectAddressSet(ext, ExtensionRelationId, get_extension_oid("eo", false));
+	recordDependencyOn(&table, &ext, DEPENDENCY_EXTENSION);
+}
+
+/* Make generation `gen` as the ahead generation. */
+static void
+make_generation(const EoGenSet *set, int32 gen)
+{
+	char	   *relname = psprintf("%s%d", set->prefix, gen);
+	char	   *table = qualified(set, relname);
+	Oid			relid;
+
+	run_sql(psprintf("CREATE TABLE %s (LIKE %s INCLUDING ALL)",
+					 table, qualified(set, set->template)), SPI_OK_UTILITY);
+	run_sql(psprintf("REVOKE ALL ON TABLE %s FROM PUBLIC", table), SPI_OK_UTILITY);
+	relid = get_relname_relid(relname, get_namespace_oid(set->schema, false));
+	record_extension_member(relid);
+	run_sql(psprintf("INSERT INTO %s (gen, relid, state) VALUES (%d, %u, 'a')",
+					 qualified(set, set->registry), gen, relid), SPI_OK_INSERT);
+}
+
+/* Keep one generation made ahead of the current one. */
+void
+eo_gen_make_ahead(const EoGenSet *set)
+{
+	int32		current = gen_in_state(set, 'c');
+
+	if (gen_in_state(set, 'a') == 0)
+		make_generation(set, current + 1);
+}
+
+static void
+registry_changed(const EoGenSet *set)
+{
+	CacheInvalidateRelcacheByRelid(get_relname_relid(set->registry,
+													 get_namespace_oid(set->schema, false)));
+}
+
+/*
+ * Take SHARE on the registry, waiting at most EO_SWITCH_LOCK_TIMEOUT_MS.
+ * False if the wait timed out: writers are in flight, try next pass.
+ */
+static bool
+lock_registry_for_switch(const EoGenSet *set)
+{
+	Oid			registry = get_relname_relid(set->registry,
+											 get_namespace_oid(set->schema, false));
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		locked = true;
+
+	if (ConditionalLockRelationOid(registry, ShareLock))
+		return true;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		int			nestlevel = NewGUCNestLevel();
+
+		(void) set_config_option("lock_timeout",
+								 psprintf("%d", EO_SWITCH_LOCK_TIMEOUT_MS),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+								 true, 0, false);
+		LockRelationOid(registry, ShareLock);
+		AtEOXact_GUC(true, nestlevel);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		locked = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcontext);
+	CurrentResourceOwner = oldowner;
+	return locked;
+}
+
+/*
+ * Make the ahead generation current once the current one has been current
+ * for `interval_secs`.  Returns true if it switched.
+ */
+bool
+eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
+{
+	char	   *registry = qualified(set, set->registry);
+	char	   *sql;
+	uint64		live;
+
+	sql = psprintf("SELECT 1 FROM %s WHERE state OPERATOR(pg_catalog.=) 'c'"
+				   " AND started_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp()"
+				   " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))",
+				   registry, interval_secs);
+	run_sql(sql, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return false;
+
+	/* Too many live generations (retention held back): keep the current one. */
+	run_sql(psprintf("SELECT 1 FROM %s WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o,r}')",
+					 registry), SPI_OK_SELECT);
+	live = SPI_processed;
+	if (live >= max_live)
+		return false;
+
+	eo_gen_make_ahead(set);
+	if (!lock_registry_for_switch(set))
+		return false;
+
+	run_sql(psprintf("UPDATE %s SET state = 'o', ended_at = pg_catalog.clock_timestamp()"
+					 " WHERE state OPERATOR(pg_catalog.=) 'c'", registry), SPI_OK_UPDATE);
+	run_sql(psprintf("UPDATE %s SET state = 'c', started_at = pg_catalog.clock_timestamp()"
+					 " WHERE state OPERATOR(pg_catalog.=) 'a'", registry), SPI_OK_UPDATE);
+	registry_changed(set);
+	eo_gen_make_ahead(set);
+	return true;
+}
+
+/*
+ * Old generations that stopped receiving new rows more than
+ * `retention_secs` ago: candidates for retirement, oldest first.
+ */
+List *
+eo_gen_retire_candidates(const EoGenSet *set, int retention_secs)
+{
+	List	   *gens = NIL;
+	char	   *sql = psprintf("SELECT gen FROM %s WHERE state OPERATOR(pg_catalog.=) 'o'"
+							   " AND ended_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp()"
+							   " OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => %d))"
+							   " ORDER BY gen",
+							   qualified(set, set->registry), retention_secs);
+
+	run_sql(sql, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		gens = lappend_int(gens, DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc,
+															 1, &isnull)));
+	}
+	return gens;
+}
+
+/* Stop reading generation `gen`: it is dropped by a later eo_gen_drop_retired. */
+void
+eo_gen_retire(const EoGenSet *set, int32 gen)
+{
+	run_sql(psprintf("UPDATE %s SET state = 'r' WHERE gen OPERATOR(pg_catalog.=) %d",
+					 qualified(set, set->registry), gen), SPI_OK_UPDATE);
+	registry_changed(set);
+}
+
+/*
+ * Drop retired generations.  Call in a transaction of its own, with no
+ * snapshot that matters: it first waits for every transaction that holds
+ * any lock on the registry (and so may still read a retired generation) to
+ * end, without blocking new ones, then drops tables no one can reach.
+ */
+int
+eo_gen_drop_retired(const EoGenSet *set)
+{
+	Oid			registry = get_relname_relid(set->registry,
+											 get_namespace_oid(set->schema, false));
+	LOCKTAG		tag;
+	int			dropped = 0;
+	uint64		n;
+	Oid		   *relids;
+	int32	   *gens;
+
+	run_sql(psprintf("SELECT gen, relid FROM %s WHERE state OPERATOR(pg_catalog.=) 'r'",
+					 qualified(set, set->registry)), SPI_OK_SELECT);
+	n = SPI_processed;
+	if (n == 0)
+		return 0;
+	relids = palloc(sizeof(Oid) * n);
+	gens = palloc(sizeof(int32) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		gens[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+		relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+												   SPI_tuptable->tupdesc, 2, &isnull));
+	}
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, registry);
+	WaitForLockers(tag, AccessExclusiveLock, false);
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		char	   *relname = get_rel_name(relids[i]);
+
+		if (relname != NULL && ConditionalLockRelationOid(relids[i], AccessExclusiveLock))
+		{
+			/* A member of the extension can only go once it is let go. */
+			deleteDependencyRecordsForClass(RelationRelationId, relids[i],
+											ExtensionRelationId, DEPENDENCY_EXTENSION);
+			CommandCounterIncrement();
+			run_sql(psprintf("DROP TABLE %s", qualified(set, relname)), SPI_OK_UTILITY);
+			relname = NULL;
+		}
+		if (relname == NULL)
+		{
+			run_sql(psprintf("DELETE FROM %s WHERE gen OPERATOR(pg_catalog.=) %d",
+							 qualified(set, set->registry), gens[i]), SPI_OK_DELETE);
+			dropped++;
+		}
+	}
+	return dropped;
+}
