@@ -78,6 +78,10 @@ SELECT status FROM eo_claim('claim:sp-inner');
 SELECT eo_complete('claim:sp-inner', '{"inner": true}');
 ROLLBACK TO SAVEPOINT sp;
 SELECT count(*) AS inner_rows FROM eo_status('claim:sp-inner');
+-- ... so it can no longer be completed (55000)
+SAVEPOINT try;
+SELECT eo_complete('claim:sp-inner', '{"after": "rollback"}');
+ROLLBACK TO SAVEPOINT try;
 -- ... so the key can be claimed again in the same transaction
 SELECT status, result FROM eo_claim('claim:sp-inner');
 -- ... but keeps a claim made before it

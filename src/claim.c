@@ -25,8 +25,10 @@
 #include "access/xact.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "eo.h"
@@ -101,6 +103,72 @@ lease_live(const EoKey *row, TimestampTz now)
 	return row->has_expiry && row->lease_expires_at > now;
 }
 
+/* ---- the claim this transaction holds, to spare eo_complete a lookup ---- */
+
+/*
+ * The last key this backend claimed in transaction mode, and where its row
+ * is.  A hint only: eo_complete rewrites exactly that row version, and if
+ * it is gone (a savepoint rolled the claim back) falls back to a lookup.
+ * It is forgotten at the end of the transaction (lxid) and whenever a
+ * subtransaction aborts, so it can never name a row this transaction does
+ * not hold.
+ */
+static EoKey held;
+static LocalTransactionId held_lxid = InvalidLocalTransactionId;
+static bool held_callback_registered = false;
+
+static void
+forget_held(void)
+{
+	held_lxid = InvalidLocalTransactionId;
+}
+
+static void
+held_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		forget_held();
+}
+
+static text *
+copy_text(text *t)
+{
+	return t == NULL ? NULL : (text *) PG_DETOAST_DATUM_COPY(PointerGetDatum(t));
+}
+
+static void
+remember_held(const EoKey *row)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+	if (!held_callback_registered)
+	{
+		RegisterSubXactCallback(held_subxact_callback, NULL);
+		held_callback_registered = true;
+	}
+	held = *row;
+	held.key = copy_text(row->key);
+	held.fingerprint = copy_text(row->fingerprint);
+	held.last_error = copy_text(row->last_error);
+	held.result = NULL;
+	held_lxid = MyProc->lxid;
+	MemoryContextSwitchTo(old);
+}
+
+/* The held claim of `key`, if this transaction's last claim was of it. */
+static bool
+take_held(text *key, EoKey *row)
+{
+	if (held_lxid != MyProc->lxid || held_lxid == InvalidLocalTransactionId ||
+		VARSIZE_ANY_EXHDR(key) != VARSIZE_ANY_EXHDR(held.key) ||
+		memcmp(VARDATA_ANY(key), VARDATA_ANY(held.key), VARSIZE_ANY_EXHDR(key)) != 0)
+		return false;
+	*row = held;
+	row->key = key;
+	return true;
+}
+
 /* ---- eo_claim transitions ---- */
 
 /* The row a claim writes: transaction mode or a new lease. */
@@ -140,6 +208,8 @@ claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 	set_claim(row, req);
 	if (!eo_ks_insert(row))
 		return false;
+	if (!req->lease_mode)
+		remember_held(row);
 	out->status = "claimed";
 	out->show_token = true;
 	return true;
@@ -155,6 +225,8 @@ claim_again(const ClaimRequest *req, ClaimOutcome *out)
 	set_claim(row, req);
 	if (!eo_ks_update(row))
 		return false;
+	if (!req->lease_mode)
+		remember_held(row);
 	out->status = "claimed";
 	out->show_token = true;
 	return true;
@@ -371,21 +443,35 @@ find_for_change(text *key, Oid caller, EoKey *row)
 
 /* ---- eo_complete ---- */
 
+static void
+set_done(EoKey *row, Jsonb *result)
+{
+	row->state = EO_DONE;
+	row->result = result;
+	row->has_expiry = false;
+	row->updated_at = GetCurrentTimestamp();
+}
+
 static bool
 complete_key(text *key, Jsonb *result, bool with_token, int64 token, Oid caller)
 {
 	EoKey		row;
+
+	/* The common case: completing the claim this transaction just made. */
+	if (!with_token && take_held(key, &row))
+	{
+		set_done(&row, result);
+		forget_held();
+		if (eo_ks_update(&row))
+			return true;
+	}
 
 	find_for_change(key, caller, &row);
 	if (with_token)
 		check_token(&row, token);
 	else if (!held_by_this_transaction(&row))
 		refuse_not_held(&row, false);
-
-	row.state = EO_DONE;
-	row.result = result;
-	row.has_expiry = false;
-	row.updated_at = GetCurrentTimestamp();
+	set_done(&row, result);
 	return eo_ks_update(&row);
 }
 
@@ -501,6 +587,7 @@ eo_fail(PG_FUNCTION_ARGS)
 	req.retry_usecs = eo_check_retry_after(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
 	req.caller = GetUserId();
 
+	forget_held();
 	eo_ks_open(EO_KS_WRITE);
 	for (;;)
 	{

@@ -108,8 +108,8 @@ typedef enum EoKsMode
 extern void eo_ks_open(EoKsMode mode);
 extern void eo_ks_close(void);
 extern bool eo_ks_find(text *key, EoKey *row);
-extern bool eo_ks_insert(const EoKey *row);
-extern bool eo_ks_update(const EoKey *row);
+extern bool eo_ks_insert(EoKey *row);
+extern bool eo_ks_update(EoKey *row);
 extern int64 eo_ks_next_token(void);
 extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
 								   int64 *dead);

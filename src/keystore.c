@@ -223,7 +223,7 @@ ks_prepare_insert(void)
 											"INSERT INTO %s (key, owner, state, fingerprint, result,"
 											" attempts, lease_token, lease_expires_at, last_error, created_at,"
 											" updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-											" ON CONFLICT (key) DO NOTHING",
+											" ON CONFLICT (key) DO NOTHING RETURNING ctid",
 											store.gens[0].table), 11, argtypes);
 }
 
@@ -403,15 +403,30 @@ eo_ks_find(text *key, EoKey *row)
 	return true;
 }
 
+/* After a write: where the row's new version is, if one was written. */
+static bool
+ks_new_location(EoKey *row, int32 gen)
+{
+	bool		isnull;
+
+	if (SPI_processed != 1)
+		return false;
+	row->gen = gen;
+	row->tid = *DatumGetItemPointer(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+	return true;
+}
+
 #define PARAM(value, isnull, i) \
 	(nulls[i] = (isnull) ? 'n' : ' ', values[i] = (value))
 
 /*
  * Insert a new key into the current generation; false if the key exists
  * there (after waiting for its writer).  Callers look the key up first.
+ * On success row->gen and row->tid say where the row is.
  */
 bool
-eo_ks_insert(const EoKey *row)
+eo_ks_insert(EoKey *row)
 {
 	Datum		values[11];
 	char		nulls[11];
@@ -430,9 +445,9 @@ eo_ks_insert(const EoKey *row)
 	PARAM(TimestampTzGetDatum(row->updated_at), false, 10);
 
 	rc = SPI_execute_plan(store.insert_plan, values, nulls, false, 0);
-	if (rc != SPI_OK_INSERT)
+	if (rc != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "eo: key insert failed: %s", SPI_result_code_string(rc));
-	return SPI_processed == 1;
+	return ks_new_location(row, store.gens[0].gen);
 }
 
 static Generation *
@@ -456,17 +471,18 @@ ks_update_plan(Generation *g)
 											 "UPDATE %s SET state = $2, fingerprint = $3, result = $4,"
 											 " attempts = $5, lease_token = $6, lease_expires_at = $7,"
 											 " last_error = $8, updated_at = $9"
-											 " WHERE ctid OPERATOR(pg_catalog.=) $1",
+											 " WHERE ctid OPERATOR(pg_catalog.=) $1 RETURNING ctid",
 											 g->table), 9, argtypes);
 	return g->update_plan;
 }
 
 /*
- * Rewrite the row version that eo_ks_find returned.  False if another
- * transaction changed, moved or removed it first.
+ * Rewrite the row version at row->gen, row->tid (as eo_ks_find or the last
+ * write returned it).  False if another transaction changed, moved or
+ * removed it first.  On success row->tid is the new version.
  */
 bool
-eo_ks_update(const EoKey *row)
+eo_ks_update(EoKey *row)
 {
 	Datum		values[9];
 	char		nulls[9];
@@ -484,9 +500,9 @@ eo_ks_update(const EoKey *row)
 
 	rc = SPI_execute_plan(ks_update_plan(ks_generation(row->gen)), values, nulls,
 						  false, 0);
-	if (rc != SPI_OK_UPDATE)
+	if (rc != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "eo: key update failed: %s", SPI_result_code_string(rc));
-	return SPI_processed == 1;
+	return ks_new_location(row, row->gen);
 }
 
 /* A fencing token: strictly increasing, durable across crashes. */

@@ -13,7 +13,9 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "utils/acl.h"
 
 /* Outbox modes, as stored in eo_outboxes.mode. */
 #define EO_OUTBOX_TABLE 't'
@@ -59,5 +61,11 @@ extern EoOutbox *eo_ob_lookup(const char *name, bool missing_ok);
 extern char *eo_ob_check_name(Datum value, bool isnull, const char *what);
 extern void eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action);
 extern void eo_ob_invalidate_all(void);
+extern bool eo_ob_retention_cutoff(EoOutbox *ob, Interval *retention,
+								   TimestampTz *cutoff);
+
+/* relay.c: whether every consumer group has acknowledged every event of a
+ * partition (given as schema.table, quoted) */
+extern bool eo_relay_partition_delivered(EoOutbox *ob, const char *partition);
 
 #endif							/* EO_OUTBOX_H */

@@ -23,9 +23,10 @@ CREATE TABLE @extschema@.eo_keys_template (
     last_error       pg_catalog.text,
     created_at       pg_catalog.timestamptz NOT NULL,
     updated_at       pg_catalog.timestamptz NOT NULL,
-    UNIQUE (key),
-    CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['c','d','p','f','x']::pg_catalog."char"[]))
+    UNIQUE (key)
 );
+-- No CHECK on state: only eo's own code writes it, and the executor would
+-- parse the constraint's expression again for every statement.
 -- Leases and retry times, for the reclaimer.  The predicate names only
 -- lease_expires_at, which a transaction-mode eo_complete does not change,
 -- so that update stays HOT.
