@@ -21,11 +21,11 @@ EXTRA_CLEAN = eo--0.1.0.sql
 
 PGFILEDESC = "eo - effectively-once processing"
 
-REGRESS = claim fingerprint lease fail_retry status privileges bad_input
+REGRESS = claim fingerprint lease fail_retry status privileges bad_input maintain
 REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-isolation-levels \
-	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact
+	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=eo
 
 TAP_TESTS = 1

@@ -30,6 +30,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -37,6 +38,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -164,14 +166,15 @@ pass_running(DbPass *pass)
 		GetBackgroundWorkerPid(pass->handle, &pid) != BGWH_STOPPED;
 }
 
-static void
+/* Start a pass in `dboid` unless one runs; false if no worker slot is free. */
+static bool
 start_pass(Oid dboid)
 {
 	DbPass	   *pass = pass_slot(dboid);
 	BackgroundWorker worker;
 
 	if (pass_running(pass))
-		return;					/* the previous pass has not finished */
+		return true;			/* the previous pass has not finished */
 	if (pass->handle != NULL)
 		pfree(pass->handle);
 	pass->handle = NULL;
@@ -186,14 +189,38 @@ start_pass(Oid dboid)
 	snprintf(worker.bgw_type, BGW_MAXLEN, "eo worker");
 	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 
-	/* Out of worker slots: say so and try again on the next pass. */
-	if (!RegisterDynamicBackgroundWorker(&worker, &pass->handle))
+	if (RegisterDynamicBackgroundWorker(&worker, &pass->handle))
+		return true;
+	pass->handle = NULL;
+	return false;
+}
+
+/*
+ * Start a pass in every database.  When worker slots run out, the next
+ * round starts with the first database left out, so that every database
+ * is served in turn however few slots there are.
+ */
+static void
+start_passes(List *oids)
+{
+	static int	first = 0;
+	int			n = list_length(oids);
+
+	for (int i = 0; i < n; i++)
 	{
-		pass->handle = NULL;
-		ereport(LOG,
-				(errmsg("eo: no background worker slot free for database %u", dboid),
-				 errhint("Raise max_worker_processes, or limit eo.databases.")));
+		int			at = (first + i) % n;
+
+		if (!start_pass(list_nth_oid(oids, at)))
+		{
+			first = at;
+			ereport(LOG,
+					(errmsg("eo: no background worker slot free; %d of %d databases wait for the next pass",
+							n - i, n),
+					 errhint("Raise max_worker_processes, or limit eo.databases.")));
+			return;
+		}
 	}
+	first = 0;
 }
 
 /*
@@ -237,11 +264,9 @@ eo_launcher_main(Datum main_arg)
 		if (wait_ms <= 0)
 		{
 			List	   *oids = databases_to_visit();
-			ListCell   *lc;
 
 			last_pass = GetCurrentTimestamp();
-			foreach(lc, oids)
-				start_pass(lfirst_oid(lc));
+			start_passes(oids);
 			list_free(oids);
 			wait_ms = eo_naptime_secs * 1000L;
 		}
@@ -252,27 +277,46 @@ eo_launcher_main(Datum main_arg)
 	}
 }
 
-/* Run `step` in a transaction of its own, as worker_spi does. */
-static void
+/*
+ * Is eo installed here?  Takes a share lock on the extension first, held to
+ * the end of the step's transaction, so that a DROP EXTENSION in progress
+ * is waited for and then seen, instead of pulling the tables away from
+ * under the step.
+ */
+static bool
+extension_present(void)
+{
+	Oid			ext = get_extension_oid("eo", true);
+
+	if (!OidIsValid(ext))
+		return false;
+	LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+	return OidIsValid(get_extension_oid("eo", true));
+}
+
+/*
+ * Run `step` in a transaction of its own, as worker_spi does, if eo is
+ * still installed.  Returns false (and does nothing) once it is not.
+ */
+static bool
 run_in_transaction(const char *activity, void (*step) (void *), void *arg)
 {
+	bool		present;
+
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
 
-	step(arg);
+	present = extension_present();
+	if (present)
+		step(arg);
 
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
-}
-
-static void
-check_installed(void *arg)
-{
-	*(bool *) arg = OidIsValid(get_extension_oid("eo", true));
+	return present;
 }
 
 typedef struct ReclaimArg
@@ -304,7 +348,6 @@ drop_retired(void *arg)
 void
 eo_db_worker_main(Datum main_arg)
 {
-	bool		installed = false;
 	ReclaimArg	r = {{0}, true};
 
 	pqsignal(SIGTERM, die);
@@ -312,17 +355,15 @@ eo_db_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
 	pgstat_report_appname("eo worker");
 
-	run_in_transaction("eo: checking for the extension", check_installed, &installed);
-	if (!installed)
-		proc_exit(0);
-
 	while (r.more)
 	{
 		CHECK_FOR_INTERRUPTS();
-		run_in_transaction("eo: reclaiming expired leases", reclaim, &r);
+		if (!run_in_transaction("eo: reclaiming expired leases", reclaim, &r))
+			proc_exit(0);		/* not installed here (any more) */
 	}
-	run_in_transaction("eo: keeping key generations", partition, &r.stats);
-	run_in_transaction("eo: dropping retired generations", drop_retired, &r.stats);
+	if (!run_in_transaction("eo: keeping key generations", partition, &r.stats) ||
+		!run_in_transaction("eo: dropping retired generations", drop_retired, &r.stats))
+		proc_exit(0);
 
 	if (r.stats.reclaimed > 0 || r.stats.switched > 0 || r.stats.dropped > 0)
 		ereport(LOG,
