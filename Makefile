@@ -10,22 +10,27 @@ OBJS = \
 	src/keystore.o \
 	src/claim.o \
 	src/maintain.o \
-	src/worker.o
+	src/worker.o \
+	src/outbox.o \
+	src/relay.o
 
 # The install script is assembled from one part per concern (src/sql/),
 # in this order; the first part carries the \echo guard.  Its rule comes
 # after the PGXS include so that `all` stays the default target.
-SQL_PARTS = src/sql/keys.sql src/sql/maintain.sql
+SQL_PARTS = src/sql/keys.sql src/sql/outbox.sql src/sql/maintain.sql
 DATA_built = eo--0.1.0.sql
 EXTRA_CLEAN = eo--0.1.0.sql
 
 PGFILEDESC = "eo - effectively-once processing"
 
-REGRESS = claim fingerprint lease fail_retry status privileges bad_input maintain
+REGRESS = claim fingerprint lease fail_retry status privileges bad_input maintain \
+	outbox outbox_privileges outbox_bad_input outbox_retention partitions
 REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-isolation-levels \
-	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete
+	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
+	outbox-late-commit outbox-two-relays outbox-ack-expiry outbox-notify \
+	outbox-retention-race partition-boundary partition-drop
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=eo
 
 TAP_TESTS = 1

@@ -127,8 +127,10 @@ typedef struct EoPassStats
 } EoPassStats;
 
 extern void eo_reclaim_step(EoPassStats *stats, bool *more);
-extern void eo_partition_step(EoPassStats *stats);
+extern void eo_switch_step(EoPassStats *stats);
+extern void eo_retire_step(EoPassStats *stats);
 extern void eo_drop_step(EoPassStats *stats);
+extern void eo_outbox_step(EoPassStats *stats);
 
 /* worker.c */
 extern int	eo_naptime_secs;

@@ -290,9 +290,15 @@ eo_ks_open(EoKsMode mode)
 		!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(store.registry_relid)))
 		ks_load_static();
 
-	/* Taking the lock also processes pending invalidations. */
 	LockRelationOid(store.registry_relid,
 					mode == EO_KS_WRITE ? RowExclusiveLock : AccessShareLock);
+
+	/*
+	 * A lock this transaction already holds is granted without looking at
+	 * invalidations; look anyway, so that every call sees the generations
+	 * that were live when it started, even in a long transaction.
+	 */
+	AcceptInvalidationMessages();
 
 	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
 	SetUserIdAndSecContext(store.table_owner,
@@ -574,9 +580,11 @@ eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit, int64 *dead)
 /*
  * Get old generation `gen` ready to retire: move its keys that are not
  * finished (processing or failed) into the current generation, then say
- * whether every key left was last changed before `cutoff`.  Must be called
- * after eo_ks_open(EO_KS_WRITE): moving inserts into the current
- * generation.  Finished keys never change again, so the answer holds
+ * whether it holds only finished keys, all last changed before `cutoff`.
+ * Must be called after eo_ks_open(EO_KS_WRITE): moving inserts into the
+ * current generation.  Rows a holder has locked (it is completing them)
+ * are skipped, not waited for, and keep the generation from retiring until
+ * a later pass.  Finished keys never change again, so the answer holds
  * until the generation is retired in this same transaction.
  */
 bool
@@ -590,15 +598,18 @@ eo_ks_prepare_retire(int32 gen, TimestampTz cutoff)
 	if (g == &store.gens[0])
 		return false;			/* the current generation never retires */
 
-	rc = SPI_execute(psprintf("WITH moved AS (DELETE FROM %s"
-							  " WHERE state OPERATOR(pg_catalog.=) ANY ('{p,f}') RETURNING *)"
-							  " INSERT INTO %s SELECT * FROM moved",
+	rc = SPI_execute(psprintf("WITH moved AS (DELETE FROM %1$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+							  "   SELECT ctid FROM %1$s"
+							  "   WHERE state OPERATOR(pg_catalog.=) ANY ('{p,f}')"
+							  "   FOR UPDATE SKIP LOCKED)) RETURNING *)"
+							  " INSERT INTO %2$s SELECT * FROM moved",
 							  g->table, store.gens[0].table), false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: moving unfinished keys failed: %s", SPI_result_code_string(rc));
 
 	rc = SPI_execute_with_args(psprintf("SELECT 1 FROM %s"
-										" WHERE updated_at OPERATOR(pg_catalog.>=) $1 LIMIT 1",
+										" WHERE updated_at OPERATOR(pg_catalog.>=) $1"
+										" OR state OPERATOR(pg_catalog.=) ANY ('{p,f}') LIMIT 1",
 										g->table), 1, argtypes, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "eo: checking generation %d failed", gen);

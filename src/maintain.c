@@ -14,8 +14,10 @@
 
 #include "access/htup_details.h"
 #include "fmgr.h"
+#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "eo.h"
@@ -46,26 +48,38 @@ eo_reclaim_step(EoPassStats *stats, bool *more)
 }
 
 /*
- * Keep a generation made ahead, switch to it when the current one is
- * eo.partition_interval old, and retire old generations whose keys were
- * all last changed more than eo.retention ago (after moving unfinished
- * keys out of them).
+ * Keep a generation made ahead and switch to it when the current one is
+ * eo.partition_interval old.  The switch's SHARE lock on the registry is
+ * held to the end of the transaction: the worker commits right after.
  */
 void
-eo_partition_step(EoPassStats *stats)
+eo_switch_step(EoPassStats *stats)
 {
 	const EoGenSet *set;
-	List	   *candidates;
-	ListCell   *lc;
-	TimestampTz cutoff = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													 -(int64) eo_retention_secs * 1000);
 
 	eo_ks_open(EO_KS_WRITE);
 	set = eo_ks_generations();
 	eo_gen_make_ahead(set);
 	if (eo_gen_maybe_switch(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS))
 		stats->switched++;
+	eo_ks_close();
+}
 
+/*
+ * Retire old generations whose keys were all last changed more than
+ * eo.retention ago, after moving unfinished keys out of them.
+ */
+void
+eo_retire_step(EoPassStats *stats)
+{
+	const EoGenSet *set;
+	ListCell   *lc;
+	List	   *candidates;
+	TimestampTz cutoff = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 -(int64) eo_retention_secs * 1000);
+
+	eo_ks_open(EO_KS_WRITE);
+	set = eo_ks_generations();
 	candidates = eo_gen_retire_candidates(set, eo_retention_secs);
 	foreach(lc, candidates)
 	{
@@ -80,12 +94,33 @@ eo_partition_step(EoPassStats *stats)
 	eo_ks_close();
 }
 
-/* Drop retired generations no transaction can still read. */
+/*
+ * Drop generations retired by an earlier, committed transaction, whose
+ * tables no one holds a lock on.
+ */
 void
 eo_drop_step(EoPassStats *stats)
 {
 	eo_ks_open(EO_KS_READ);
 	stats->dropped += eo_gen_drop_retired(eo_ks_generations());
+	eo_ks_close();
+}
+
+/*
+ * Outbox partitions: make ahead, drop what every consumer group is past
+ * (outbox.c does the work; here it is only scheduled).
+ */
+void
+eo_outbox_step(EoPassStats *stats)
+{
+	int			rc;
+
+	eo_ks_open(EO_KS_READ);
+	rc = SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s.eo_outbox_maintain()",
+							  quote_identifier(eo_ks_generations()->schema)),
+					 false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: outbox maintenance failed: %s", SPI_result_code_string(rc));
 	eo_ks_close();
 }
 
@@ -102,13 +137,16 @@ eo_maintain(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "eo: eo_maintain must return a composite type");
 
+	/* Drop first: only what earlier passes retired, before taking locks. */
+	eo_drop_step(&stats);
 	while (more)
 	{
 		CHECK_FOR_INTERRUPTS();
 		eo_reclaim_step(&stats, &more);
 	}
-	eo_partition_step(&stats);
-	eo_drop_step(&stats);
+	eo_switch_step(&stats);
+	eo_retire_step(&stats);
+	eo_outbox_step(&stats);
 
 	values[0] = Int64GetDatum(stats.reclaimed);
 	values[1] = Int64GetDatum(stats.dead);

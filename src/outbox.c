@@ -3,21 +3,24 @@
  *	  Outboxes: eo_outbox_create / eo_outbox_drop, eo_emit (table or WAL
  *	  mode), the NOTIFY trigger, and partition upkeep (eo_outbox_maintain).
  *
- * An outbox is a table with Debezium's outbox-router columns plus three
+ * An outbox is a table with Debezium's outbox-router columns plus two
  * that the relay (relay.c) needs:
  *
  *	 txid  xid8 DEFAULT pg_current_xact_id()   the writing transaction
  *	 seq   int8 GENERATED ALWAYS AS IDENTITY   insertion order
- *	 slot  int4 GENERATED ALWAYS AS (hash(aggregateid) mod slots) STORED
  *
  * txid comes before seq in the table, so an INSERT evaluates its default
  * (which assigns the transaction id) before it draws seq: every event's
  * transaction id was assigned no later than its seq.  relay.c relies on
  * that to bound its index scans (see the comment at the top of relay.c).
+ * An event's slot, hash(aggregateid) mod slots, is not stored: the one
+ * index is on (slot expression, seq), which costs an INSERT less than a
+ * generated column would (PostgreSQL re-reads a generated column's
+ * expression from the catalog for every INSERT statement).
  * The table is RANGE-partitioned on created_at; partitions are made ahead
  * by eo_outbox_create and eo_outbox_maintain, and dropped by the latter
  * once they are past the outbox's retention and every consumer group has
- * acknowledged every event in them.  Only one index: (slot, seq).
+ * acknowledged every event in them.
  *
  * A WAL-mode outbox keeps a table too, but only as the object that
  * privileges are granted on; a CHECK (false) constraint refuses plain
@@ -50,8 +53,10 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "replication/message.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -76,9 +81,10 @@ PG_FUNCTION_INFO_V1(eo_outbox_notify);
 
 /*
  * Longest that dropping a partition may make emitters wait, in
- * milliseconds: the drop needs ACCESS EXCLUSIVE on the outbox table, and
- * a lock request that waits makes every later INSERT queue behind it.
- * Past this the drop gives up until the next pass.
+ * milliseconds, unless the session sets lock_timeout: the drop needs
+ * ACCESS EXCLUSIVE on the outbox table, and a lock request that waits
+ * makes every later INSERT queue behind it.  Past this the drop gives up
+ * until the next pass.
  */
 #define EO_OUTBOX_DROP_LOCK_TIMEOUT_MS 100
 
@@ -87,6 +93,7 @@ typedef struct OutboxStore
 {
 	bool		valid;
 	Oid			registry_relid; /* eo_outboxes */
+	Oid			token_seq;		/* eo_outbox_token_seq */
 	Oid			owner;
 	char	   *schema;			/* quoted, in CacheContext */
 	SPIPlanPtr	find_plan;
@@ -222,6 +229,13 @@ load_store(void)
 				 errmsg("eo's outbox registry is missing from schema \"%s\"",
 						get_namespace_name(nsp)),
 				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
+	store.token_seq = get_relname_relid("eo_outbox_token_seq", nsp);
+	if (!OidIsValid(store.token_seq))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("eo's relay token sequence is missing from schema \"%s\"",
+						get_namespace_name(nsp)),
+				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
 	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(store.registry_relid));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "eo: cache lookup failed for relation %u", store.registry_relid);
@@ -314,6 +328,12 @@ Oid
 eo_ob_owner(void)
 {
 	return store.owner;
+}
+
+Oid
+eo_ob_token_seq(void)
+{
+	return store.token_seq;
 }
 
 const char *
@@ -484,6 +504,24 @@ eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action)
 			 errhint("Grant %s on table %s to role \"%s\".",
 					 mode == ACL_INSERT ? "INSERT" : "SELECT", ob->qualname,
 					 GetUserNameFromId(caller, false))));
+}
+
+/*
+ * An event's slot as an SQL expression of its aggregateid column.  The
+ * relay's queries use exactly the expression of the index, so that the
+ * planner matches them.
+ */
+static char *
+slot_expr(int32 slots, const char *column)
+{
+	return psprintf("((pg_catalog.hashtext(%s) OPERATOR(pg_catalog.&) 2147483647)"
+					" OPERATOR(pg_catalog.%%) %d)", column, slots);
+}
+
+char *
+eo_ob_slot_expr(const EoOutbox *ob, const char *alias)
+{
+	return slot_expr(ob->slots, psprintf("%s.aggregateid", alias));
 }
 
 /* ---- eo_emit ---- */
@@ -721,7 +759,7 @@ make_partitions_ahead(Oid relid, const char *qualname, const char *name,
 							   " want AS (SELECT b AS lo, b OPERATOR(pg_catalog.+) $2 AS hi"
 							   "   FROM pg_catalog.generate_series("
 							   "     pg_catalog.date_bin($2, pg_catalog.now(), '2000-01-01 00:00:00+00'::pg_catalog.timestamptz),"
-							   "     pg_catalog.now() OPERATOR(pg_catalog.+) $2 OPERATOR(pg_catalog.*) $3::pg_catalog.float8, $2) b)"
+							   "     pg_catalog.now() OPERATOR(pg_catalog.+) ($2 OPERATOR(pg_catalog.*) $3::pg_catalog.float8), $2) b)"
 							   " SELECT w.lo::pg_catalog.text, w.hi::pg_catalog.text,"
 							   "   pg_catalog.to_char(w.lo AT TIME ZONE 'UTC', 'YYYYMMDD\"_\"HH24MISS')"
 							   " FROM want w WHERE NOT EXISTS (SELECT FROM have h"
@@ -767,6 +805,7 @@ typedef struct CreateArgs
 	Interval   *every;
 	int32		premake;
 	Interval   *retention;
+	bool		notify;
 } CreateArgs;
 
 static void
@@ -833,6 +872,7 @@ check_create_args(FunctionCallInfo fcinfo, CreateArgs *a)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("retention must not be negative")));
 	a->retention = retention;
+	a->notify = PG_ARGISNULL(7) ? true : PG_GETARG_BOOL(7);
 }
 
 static void
@@ -849,17 +889,16 @@ create_table_mode(const CreateArgs *a, const char *qualname, const char *channel
 					 " headers pg_catalog.jsonb,"
 					 " created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
 					 " txid pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),"
-					 " seq pg_catalog.int8 GENERATED ALWAYS AS IDENTITY,"
-					 " slot pg_catalog.int4 NOT NULL GENERATED ALWAYS AS"
-					 "   (((pg_catalog.hashtext(aggregateid) OPERATOR(pg_catalog.&) 2147483647)"
-					 "     OPERATOR(pg_catalog.%%) %d)) STORED"
+					 " seq pg_catalog.int8 GENERATED ALWAYS AS IDENTITY"
 					 ") PARTITION BY RANGE (created_at)",
-					 qualname, a->slots));
-	run_sql(psprintf("CREATE INDEX %s ON %s (slot, seq)",
-					 quote_identifier(psprintf("%s_slot_seq", a->name)), qualname));
-	run_sql(psprintf("CREATE TRIGGER eo_notify BEFORE INSERT ON %s"
-					 " FOR EACH STATEMENT EXECUTE FUNCTION %s.eo_outbox_notify(%s)",
-					 qualname, store.schema, quote_literal_cstr(channel)));
+					 qualname));
+	run_sql(psprintf("CREATE INDEX %s ON %s ((%s), seq)",
+					 quote_identifier(psprintf("%s_slot_seq", a->name)), qualname,
+					 slot_expr(a->slots, "aggregateid")));
+	if (a->notify)
+		run_sql(psprintf("CREATE TRIGGER eo_notify BEFORE INSERT ON %s"
+						 " FOR EACH STATEMENT EXECUTE FUNCTION %s.eo_outbox_notify(%s)",
+						 qualname, store.schema, quote_literal_cstr(channel)));
 	run_sql(psprintf("COMMENT ON TABLE %s IS %s", qualname,
 					 quote_literal_cstr(psprintf("eo outbox \"%s\": insert-only; "
 												 "write with eo_emit() or INSERT, read with eo_relay_fetch()",
@@ -890,7 +929,7 @@ create_wal_mode(const CreateArgs *a, const char *qualname)
 
 /*
  * eo_outbox_create(name, schema, mode, slots, partition_interval, premake,
- * retention) returns regclass.
+ * retention, notify) returns regclass.
  */
 Datum
 eo_outbox_create(PG_FUNCTION_ARGS)
@@ -907,7 +946,9 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 	check_create_args(fcinfo, &a);
 	qualname = psprintf("%s.%s", quote_identifier(get_namespace_name(a.nsp)),
 						quote_identifier(a.name));
-	channel = psprintf("eo_%s", a.name);
+	/* No NOTIFY in WAL mode (decoders stream), nor if not wanted: a
+	 * transaction that sent one cannot PREPARE TRANSACTION. */
+	channel = (a.mode == EO_OUTBOX_TABLE && a.notify) ? psprintf("eo_%s", a.name) : NULL;
 
 	eo_ob_open();
 	if (eo_ob_lookup(a.name, true) != NULL)
@@ -930,13 +971,13 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 	values[4] = IntervalPGetDatum(a.every);
 	values[5] = Int32GetDatum(a.premake);
 	values[6] = IntervalPGetDatum(a.retention);
-	values[7] = CStringGetTextDatum(channel);
+	values[7] = channel ? CStringGetTextDatum(channel) : (Datum) 0;
 	rc = SPI_execute_with_args(psprintf(
 										"INSERT INTO %s.eo_outboxes (name, nspname, mode, slots,"
 										" partition_interval, premake, retention, channel, created_at)"
 										" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.now())",
 										store.schema),
-							   8, types, values, NULL, false, 0);
+							   8, types, values, channel ? NULL : "       n", false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: outbox registration failed: %s", SPI_result_code_string(rc));
 	eo_ob_invalidate_all();
@@ -999,7 +1040,8 @@ add_row(List **rows, const char *outbox, const char *action, const char *partiti
 
 /*
  * Lock the outbox table, make sure the partition is still fully delivered,
- * drop it.  Waits at most EO_OUTBOX_DROP_LOCK_TIMEOUT_MS for the lock; a
+ * drop it.  Waits at most lock_timeout (or EO_OUTBOX_DROP_LOCK_TIMEOUT_MS
+ * if it is 0) for the lock; a
  * subtransaction undoes everything (and frees the locks) when it gives up
  * or finds the partition undelivered after all.  Returns the action taken.
  */
@@ -1012,7 +1054,8 @@ drop_partition(EoOutbox *ob, const char *nspq, const char *part)
 	const char *action = "dropped";
 	int			nest = NewGUCNestLevel();
 
-	(void) set_config_option("lock_timeout", psprintf("%d", EO_OUTBOX_DROP_LOCK_TIMEOUT_MS),
+	(void) set_config_option("lock_timeout",
+							 psprintf("%d", LockTimeout > 0 ? LockTimeout : EO_OUTBOX_DROP_LOCK_TIMEOUT_MS),
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
@@ -1067,12 +1110,12 @@ retire_partitions(EoOutbox *ob, Interval *retention, List **rows)
 	int			rc;
 	uint64		n;
 	char	  **parts;
-	char	   *nspq = quote_identifier(get_namespace_name(get_rel_namespace(ob->relid)));
+	const char *nspq = quote_identifier(get_namespace_name(get_rel_namespace(ob->relid)));
 
 	values[0] = ObjectIdGetDatum(ob->relid);
 	values[1] = IntervalPGetDatum(retention);
 	rc = SPI_execute_with_args("SELECT relname FROM (" PARTITIONS_SQL ") p"
-							   " WHERE p.hi OPERATOR(pg_catalog.<=) pg_catalog.now() OPERATOR(pg_catalog.-) $2"
+							   " WHERE p.hi OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-) $2)"
 							   " ORDER BY p.hi",
 							   2, types, values, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
@@ -1190,7 +1233,7 @@ eo_ob_retention_cutoff(EoOutbox *ob, Interval *retention, TimestampTz *cutoff)
 	values[0] = ObjectIdGetDatum(ob->relid);
 	values[1] = IntervalPGetDatum(retention);
 	rc = SPI_execute_with_args("SELECT pg_catalog.max(p.hi) FROM (" PARTITIONS_SQL ") p"
-							   " WHERE p.hi OPERATOR(pg_catalog.<=) pg_catalog.now() OPERATOR(pg_catalog.-) $2",
+							   " WHERE p.hi OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-) $2)",
 							   2, types, values, NULL, true, 0);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eo: partition listing failed: %s", SPI_result_code_string(rc));

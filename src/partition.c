@@ -14,8 +14,8 @@
  * partition takes an ACCESS EXCLUSIVE lock on the parent, which every
  * reader and writer holds a lock on, so it would queue them all behind it.
  * Here readers find the live generations in the registry, and a retired
- * table is dropped only after every transaction that could have read the
- * old registry has ended (WaitForLockers), so no lock queue forms.
+ * table is dropped in a later transaction, only when its lock is free, so
+ * no lock queue forms.
  *
  * Locking protocol.  A writer that inserts new rows takes ROW EXCLUSIVE on
  * the registry before reading which generation is current, and keeps it to
@@ -24,8 +24,8 @@
  * generation is in flight: every row of a generation is committed or gone
  * before any row of the next is written.  That is what lets a caller keep
  * a key unique across generations with a unique index per generation.  The
- * switch waits at most eo_switch_lock_timeout, then gives up until the next
- * pass, so writers queue behind it for at most that long.  Registry changes
+ * switch waits at most EO_SWITCH_LOCK_TIMEOUT_MS, then gives up until the
+ * next pass, so writers queue behind it for at most that long.  Registry changes
  * send a relcache invalidation for the registry, which is how readers
  * notice them.
  *-------------------------------------------------------------------------
@@ -54,7 +54,7 @@
 #include "eo.h"
 
 /* Longest a switch may make new writers wait, in milliseconds. */
-#define EO_SWITCH_LOCK_TIMEOUT_MS 200
+#define EO_SWITCH_LOCK_TIMEOUT_MS 100
 
 static void
 run_sql(const char *sql, int expected)
@@ -254,17 +254,17 @@ eo_gen_retire(const EoGenSet *set, int32 gen)
 }
 
 /*
- * Drop retired generations.  Call in a transaction of its own, with no
- * snapshot that matters: it first waits for every transaction that holds
- * any lock on the registry (and so may still read a retired generation) to
- * end, without blocking new ones, then drops tables no one can reach.
+ * Drop retired generations whose retirement committed earlier.  Every key
+ * store call reads the live generations afresh when it starts
+ * (keystore.c), so once the retirement has committed only calls already
+ * running then can touch the table, and they hold a lock on it until their
+ * transaction ends.  The drop takes its lock only if it is free: it never
+ * waits, so nothing queues behind it, and a table still in use is dropped
+ * by a later pass.  Returns how many were dropped.
  */
 int
 eo_gen_drop_retired(const EoGenSet *set)
 {
-	Oid			registry = get_relname_relid(set->registry,
-											 get_namespace_oid(set->schema, false));
-	LOCKTAG		tag;
 	int			dropped = 0;
 	uint64		n;
 	Oid		   *relids;
@@ -273,10 +273,8 @@ eo_gen_drop_retired(const EoGenSet *set)
 	run_sql(psprintf("SELECT gen, relid FROM %s WHERE state OPERATOR(pg_catalog.=) 'r'",
 					 qualified(set, set->registry)), SPI_OK_SELECT);
 	n = SPI_processed;
-	if (n == 0)
-		return 0;
-	relids = palloc(sizeof(Oid) * n);
-	gens = palloc(sizeof(int32) * n);
+	relids = palloc(sizeof(Oid) * (n + 1));
+	gens = palloc(sizeof(int32) * (n + 1));
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -287,28 +285,24 @@ eo_gen_drop_retired(const EoGenSet *set)
 												   SPI_tuptable->tupdesc, 2, &isnull));
 	}
 
-	SET_LOCKTAG_RELATION(tag, MyDatabaseId, registry);
-	WaitForLockers(tag, AccessExclusiveLock, false);
-
 	for (uint64 i = 0; i < n; i++)
 	{
 		char	   *relname = get_rel_name(relids[i]);
 
-		if (relname != NULL && ConditionalLockRelationOid(relids[i], AccessExclusiveLock))
+		if (relname != NULL)
 		{
+			if (!ConditionalLockRelationOid(relids[i], AccessExclusiveLock))
+				continue;		/* still read by a call that started earlier */
+
 			/* A member of the extension can only go once it is let go. */
 			deleteDependencyRecordsForClass(RelationRelationId, relids[i],
 											ExtensionRelationId, DEPENDENCY_EXTENSION);
 			CommandCounterIncrement();
 			run_sql(psprintf("DROP TABLE %s", qualified(set, relname)), SPI_OK_UTILITY);
-			relname = NULL;
 		}
-		if (relname == NULL)
-		{
-			run_sql(psprintf("DELETE FROM %s WHERE gen OPERATOR(pg_catalog.=) %d",
-							 qualified(set, set->registry), gens[i]), SPI_OK_DELETE);
-			dropped++;
-		}
+		run_sql(psprintf("DELETE FROM %s WHERE gen OPERATOR(pg_catalog.=) %d",
+						 qualified(set, set->registry), gens[i]), SPI_OK_DELETE);
+		dropped++;
 	}
 	return dropped;
 }

@@ -334,9 +334,21 @@ reclaim(void *arg)
 }
 
 static void
-partition(void *arg)
+switch_generation(void *arg)
 {
-	eo_partition_step((EoPassStats *) arg);
+	eo_switch_step((EoPassStats *) arg);
+}
+
+static void
+retire(void *arg)
+{
+	eo_retire_step((EoPassStats *) arg);
+}
+
+static void
+outbox_partitions(void *arg)
+{
+	eo_outbox_step((EoPassStats *) arg);
 }
 
 static void
@@ -355,14 +367,22 @@ eo_db_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
 	pgstat_report_appname("eo worker");
 
+	/*
+	 * Each step commits on its own: the switch's lock must not be held while
+	 * keys are moved, and a table is dropped only once its retirement has
+	 * committed (in an earlier pass).
+	 */
+	if (!run_in_transaction("eo: dropping retired generations", drop_retired, &r.stats))
+		proc_exit(0);			/* not installed here (any more) */
 	while (r.more)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (!run_in_transaction("eo: reclaiming expired leases", reclaim, &r))
-			proc_exit(0);		/* not installed here (any more) */
+			proc_exit(0);
 	}
-	if (!run_in_transaction("eo: keeping key generations", partition, &r.stats) ||
-		!run_in_transaction("eo: dropping retired generations", drop_retired, &r.stats))
+	if (!run_in_transaction("eo: switching key generations", switch_generation, &r.stats) ||
+		!run_in_transaction("eo: retiring key generations", retire, &r.stats) ||
+		!run_in_transaction("eo: keeping outbox partitions", outbox_partitions, &r.stats))
 		proc_exit(0);
 
 	if (r.stats.reclaimed > 0 || r.stats.switched > 0 || r.stats.dropped > 0)

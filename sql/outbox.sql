@@ -1,0 +1,178 @@
+-- Outboxes: create, emit (eo_emit and plain INSERT), and one or more
+-- consumer groups reading through the relay API: batches, pages, leases,
+-- fencing tokens, redelivery.
+SET client_min_messages = warning;
+
+-- Runs a statement; shows its result or its SQLSTATE and message (lease
+-- tokens depend on what ran before, so they are masked).
+CREATE FUNCTION outbox_try(stmt text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r text;
+BEGIN
+    EXECUTE stmt INTO r;
+    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' ||
+        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
+END
+$fn$;
+
+SELECT eo_outbox_create('orders', slots => 4);
+
+-- Debezium's outbox-router columns, then what the relay needs.
+SELECT column_name, data_type, is_nullable, column_default, is_identity
+FROM information_schema.columns
+WHERE table_name = 'orders' ORDER BY ordinal_position;
+-- one index: the slot (hash of aggregateid modulo the slot count) and seq
+SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'orders'::regclass;
+
+-- Partitions were made ahead: today's and the next four days'.
+SELECT count(*) AS partitions,
+       bool_and(pg_get_expr(c.relpartbound, c.oid) LIKE 'FOR VALUES FROM%') AS ranges
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'orders'::regclass;
+SELECT count(*) FROM orders WHERE false;  -- now() falls in a partition
+
+SELECT name, nspname, mode, slots, channel FROM eo_outboxes;
+
+-- eo_emit returns the event's id.
+SELECT eo_emit('orders', 'order', 'o1', 'Created', '{"n": 1}') AS id \gset
+SELECT aggregatetype, aggregateid, type, payload, headers
+FROM orders WHERE id = :'id';
+SELECT eo_emit('orders', 'order', 'o1', 'Paid', '{"n": 2}', '{"trace": "t-1"}') IS NOT NULL AS emitted;
+
+-- A plain INSERT (an ORM) works and gets the same treatment.
+INSERT INTO orders (aggregatetype, aggregateid, type, payload)
+VALUES ('order', 'o2', 'Created', '{"n": 3}');
+
+-- Events of a transaction that rolls back are never delivered; a rolled
+-- back savepoint takes its events with it.
+BEGIN;
+SELECT eo_emit('orders', 'order', 'o3', 'Lost', '{}') IS NOT NULL AS emitted;
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SELECT eo_emit('orders', 'order', 'o4', 'Lost', '{}') IS NOT NULL AS emitted;
+ROLLBACK TO SAVEPOINT s;
+SELECT eo_emit('orders', 'order', 'o4', 'Kept', '{}') IS NOT NULL AS emitted;
+COMMIT;
+
+-- seq follows insertion.
+SELECT aggregateid, type, seq, (hashtext(aggregateid) & 2147483647) % 4 AS slot
+FROM orders ORDER BY seq;
+
+SELECT eo_group_create('orders', 'billing');
+SELECT eo_group_create('orders', 'audit');
+SELECT outbox, grp, count(*) AS slots FROM eo_outbox_slots GROUP BY 1, 2 ORDER BY 2;
+
+-- Fetch pages until the group is caught up, acknowledging each.  The
+-- delivery log shows the order in which a relay saw the events.
+CREATE TABLE delivered (n serial, grp text, token bigint, slot int,
+                        aggregateid text, type text);
+CREATE FUNCTION drain(g text, page int DEFAULT 100) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    t bigint;
+    got int;
+    total int := 0;
+BEGIN
+    LOOP
+        INSERT INTO delivered (grp, token, slot, aggregateid, type)
+        SELECT g, f.lease_token, f.slot, f.aggregateid, f.type
+        FROM eo_relay_fetch('orders', g, page, '1 minute') f ORDER BY f.seq;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        EXIT WHEN got = 0;
+        SELECT max(token) INTO t FROM delivered WHERE grp = g;
+        IF eo_relay_ack('orders', g, t) <> got THEN
+            RAISE EXCEPTION 'ack did not cover the page';
+        END IF;
+        total := total + got;
+    END LOOP;
+    RETURN total;
+END $$;
+
+SELECT drain('billing');
+SELECT slot, aggregateid, type FROM delivered WHERE grp = 'billing' ORDER BY n;
+-- one page per slot that had events, each under its own token
+SELECT count(DISTINCT token) AS pages, count(DISTINCT slot) AS slots
+FROM delivered WHERE grp = 'billing';
+-- caught up: nothing more, and no lease is held
+SELECT count(*) FROM eo_relay_fetch('orders', 'billing');
+SELECT outbox, consumer_group, slots, leased_slots, backlog, lag IS NULL AS no_lag,
+       holds_retention
+FROM eo_outbox_status ORDER BY consumer_group;
+
+-- The other group has its own position: it still gets everything, here
+-- one event per page.
+SELECT drain('audit', 1);
+SELECT count(*) AS pages, count(DISTINCT token) AS tokens
+FROM delivered WHERE grp = 'audit';
+-- per aggregate, the same order as billing saw
+SELECT a.aggregateid, string_agg(a.type, ',' ORDER BY a.n) AS audit,
+       (SELECT string_agg(b.type, ',' ORDER BY b.n) FROM delivered b
+        WHERE b.grp = 'billing' AND b.aggregateid = a.aggregateid) AS billing
+FROM delivered a WHERE a.grp = 'audit' GROUP BY 1 ORDER BY 1;
+
+-- New events after the groups caught up.
+SELECT eo_emit('orders', 'order', 'o1', 'Shipped', '{"n": 4}') IS NOT NULL AS emitted,
+       eo_emit('orders', 'order', 'o1', 'Delivered', '{"n": 5}') IS NOT NULL AS emitted2;
+SELECT backlog FROM eo_outbox_status WHERE consumer_group = 'billing';
+
+-- Leases.  A page whose lease expires comes back, same events first,
+-- under a newer token; the old token is then stale (55006).
+SELECT lease_token AS t1, aggregateid, type
+FROM eo_relay_fetch('orders', 'billing', 1, '100 ms') \gset
+SELECT :'aggregateid' AS aggregateid, :'type' AS type;
+SELECT leased_slots FROM eo_outbox_status WHERE consumer_group = 'billing';
+-- while the lease is live, no other relay gets that slot
+SELECT count(*) FROM eo_relay_fetch('orders', 'billing', 10, '1 minute');
+SELECT pg_sleep(0.3);
+SELECT lease_token AS t2, string_agg(aggregateid || ':' || type, ',' ORDER BY seq) AS page2
+FROM eo_relay_fetch('orders', 'billing', 10, '1 minute') GROUP BY 1 \gset
+SELECT :t2 > :t1 AS newer_token, :'page2' AS page;
+SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t1));
+SELECT outbox_try(format('SELECT eo_relay_extend(''orders'', ''billing'', %s, ''1 minute'')', :t1));
+SELECT outbox_try(format('SELECT eo_relay_release(''orders'', ''billing'', %s)', :t1));
+-- The new holder acknowledges both events (the redelivered page grew to
+-- max_events); acknowledging again is harmless and counts nothing.
+SELECT eo_relay_ack('orders', 'billing', :t2);
+SELECT eo_relay_ack('orders', 'billing', :t2);
+SELECT backlog FROM eo_outbox_status WHERE consumer_group = 'billing';
+
+-- An expired lease that nobody took over yet can still be acknowledged.
+SELECT eo_emit('orders', 'order', 'o2', 'Paid', '{}') IS NOT NULL AS emitted;
+SELECT lease_token AS t3 FROM eo_relay_fetch('orders', 'billing', 10, '100 ms') \gset
+SELECT pg_sleep(0.2);
+SELECT eo_relay_ack('orders', 'billing', :t3);
+
+-- Extend and release.
+SELECT eo_emit('orders', 'order', 'o2', 'Shipped', '{}') IS NOT NULL AS emitted;
+SELECT lease_token AS t4 FROM eo_relay_fetch('orders', 'billing', 10, '100 ms') \gset
+SELECT eo_relay_extend('orders', 'billing', :t4, '1 minute') > now() + interval '50 seconds' AS extended;
+SELECT pg_sleep(0.2);
+SELECT count(*) FROM eo_relay_fetch('orders', 'billing', 10);  -- still held
+SELECT eo_relay_release('orders', 'billing', :t4);
+SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t4));
+SELECT lease_token > :t4 AS newer_token, aggregateid, type
+FROM eo_relay_fetch('orders', 'billing', 10) \gset
+SELECT :'newer_token' AS newer_token, :'aggregateid' AS aggregateid, :'type' AS type;
+SELECT lease_token AS t5 FROM eo_outbox_slots WHERE grp = 'billing' AND page_state = 'o' \gset
+SELECT eo_relay_ack('orders', 'billing', :t5);
+
+-- A token this group never issued.
+SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t5 + 1000));
+SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''audit'', %s)', :t5));
+
+-- Dropping a group forgets its positions; dropping the outbox drops the
+-- table, its partitions and its groups.
+SELECT eo_group_drop('orders', 'audit');
+SELECT grp, count(*) FROM eo_outbox_slots GROUP BY 1;
+SELECT eo_outbox_drop('orders');
+SELECT to_regclass('orders') IS NULL AS table_gone,
+       (SELECT count(*) FROM eo_outboxes) AS outboxes,
+       (SELECT count(*) FROM eo_outbox_groups) AS groups,
+       (SELECT count(*) FROM eo_outbox_slots) AS slots;
+DROP FUNCTION drain(text, int);
+DROP FUNCTION outbox_try(text);
+DROP TABLE delivered;

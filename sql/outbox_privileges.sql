@@ -1,0 +1,110 @@
+--
+-- outbox_privileges: nothing for PUBLIC.  A producer needs EXECUTE on
+-- eo_emit and INSERT on the outbox table; a relay EXECUTE on the relay
+-- functions and SELECT on the outbox table; neither can touch eo's own
+-- tables, and the caller's search_path changes nothing.
+--
+SET client_min_messages = warning;
+CREATE FUNCTION outbox_try(stmt text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r text;
+BEGIN
+    EXECUTE stmt INTO r;
+    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' ||
+        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
+END
+$fn$;
+GRANT EXECUTE ON FUNCTION outbox_try(text) TO PUBLIC;
+
+CREATE ROLE regress_eo_app;
+CREATE ROLE regress_eo_relay;
+CREATE ROLE regress_eo_nobody;
+
+SELECT eo_outbox_create('priv', slots => 1);
+SELECT eo_group_create('priv', 'g');
+
+-- The outbox functions: none for PUBLIC, none SECURITY DEFINER.
+SELECT p.oid::regprocedure AS function,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
+       p.prosecdef AS security_definer
+FROM pg_proc p
+WHERE p.proname ~ '^eo_(emit|outbox_|group_|relay_)'
+ORDER BY p.proname;
+
+-- eo's outbox tables and the outbox table itself: nothing for PUBLIC.
+SELECT c.relname,
+       has_table_privilege('regress_eo_nobody', c.oid, 'SELECT') AS sel,
+       has_table_privilege('regress_eo_nobody', c.oid, 'INSERT') AS ins,
+       has_table_privilege('regress_eo_nobody', c.oid, 'UPDATE') AS upd
+FROM pg_class c
+WHERE c.relname IN ('eo_outboxes', 'eo_outbox_groups', 'eo_outbox_slots',
+                    'eo_outbox_token_seq', 'eo_outbox_status', 'priv')
+ORDER BY 1;
+
+-- The producer.
+GRANT EXECUTE ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb)
+    TO regress_eo_app, regress_eo_nobody;
+GRANT INSERT ON TABLE priv TO regress_eo_app;
+-- The relay.
+GRANT EXECUTE ON FUNCTION eo_relay_fetch(text, text, int, interval),
+                          eo_relay_ack(text, text, bigint)
+    TO regress_eo_relay, regress_eo_app;
+GRANT SELECT ON TABLE priv TO regress_eo_relay;
+
+SET ROLE regress_eo_app;
+SELECT eo_emit('priv', 'order', 'o1', 'Created', '{"by": "eo_emit"}') IS NOT NULL AS emitted;
+INSERT INTO priv (aggregatetype, aggregateid, type, payload)
+VALUES ('order', 'o1', 'Paid', '{"by": "insert"}');
+-- a producer cannot read the events, nor consume them
+SELECT outbox_try('SELECT count(*) FROM priv');
+SELECT outbox_try($$SELECT count(*) FROM eo_relay_fetch('priv', 'g')$$);
+SELECT outbox_try('SELECT count(*) FROM eo_outbox_slots');
+SELECT outbox_try($$UPDATE eo_outbox_slots SET pos_lo = 0$$);
+-- nor administer outboxes
+SELECT outbox_try($$SELECT eo_outbox_create('mine')$$);
+SELECT outbox_try($$SELECT eo_group_create('priv', 'mine')$$);
+SELECT outbox_try($$SELECT eo_outbox_drop('priv')$$);
+SELECT outbox_try('SELECT count(*) FROM eo_outbox_status');
+RESET ROLE;
+
+-- EXECUTE on eo_emit is not enough: INSERT on the outbox table decides.
+SET ROLE regress_eo_nobody;
+SELECT outbox_try($$SELECT eo_emit('priv', 'order', 'o2', 'Created', '{}')$$);
+SELECT outbox_try($$INSERT INTO priv (aggregatetype, aggregateid, type) VALUES ('order', 'o2', 'Created')$$);
+RESET ROLE;
+
+-- The relay consumes, even with a hostile search_path, and cannot produce.
+SET ROLE regress_eo_relay;
+CREATE TEMP TABLE eo_outbox_slots (outbox text, grp text, slot int);
+CREATE TEMP TABLE priv (id uuid);
+SET search_path = pg_temp, public;
+CREATE TEMP TABLE got AS SELECT * FROM eo_relay_fetch('priv', 'g');
+SELECT aggregateid, type, payload FROM got ORDER BY seq;
+SELECT eo_relay_ack('priv', 'g', (SELECT max(lease_token) FROM got));
+RESET search_path;
+SELECT aggregateid, type, payload FROM public.eo_relay_fetch('priv', 'g');
+SELECT outbox_try($$SELECT eo_emit('priv', 'order', 'o3', 'Created', '{}')$$);
+SELECT outbox_try($$INSERT INTO public.priv (aggregatetype, aggregateid, type) VALUES ('order', 'o3', 'Created')$$);
+DROP TABLE pg_temp.eo_outbox_slots, pg_temp.priv, pg_temp.got;
+RESET ROLE;
+
+-- The relay's SELECT is per outbox.
+SELECT eo_outbox_create('priv2', slots => 1);
+SELECT eo_group_create('priv2', 'g');
+SET ROLE regress_eo_relay;
+SELECT outbox_try($$SELECT count(*) FROM eo_relay_fetch('priv2', 'g')$$);
+RESET ROLE;
+
+-- Clean up.
+SELECT eo_outbox_drop('priv');
+SELECT eo_outbox_drop('priv2');
+REVOKE ALL ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb)
+    FROM regress_eo_app, regress_eo_nobody;
+REVOKE ALL ON FUNCTION eo_relay_fetch(text, text, int, interval),
+                       eo_relay_ack(text, text, bigint)
+    FROM regress_eo_relay, regress_eo_app;
+DROP ROLE regress_eo_app, regress_eo_relay, regress_eo_nobody;
+DROP FUNCTION outbox_try(text);

@@ -1,0 +1,1186 @@
+/*-------------------------------------------------------------------------
+ * relay.c
+ *	  Consumer groups of an outbox: eo_group_create / eo_group_drop, and
+ *	  the relay API eo_relay_fetch / eo_relay_ack / eo_relay_extend /
+ *	  eo_relay_release, plus the numbers behind the eo_outbox_status view.
+ *
+ * Slots.  A group is split into the outbox's N slots (an event's slot is
+ * hash(aggregateid) mod N, the first column of the outbox's index), each
+ * with its own position and lease, so several relays share a group: each
+ * holds one slot at a time, one aggregate's events stay in one slot and in
+ * order, and a slow aggregate holds up only its own slot.  (A relay that
+ * fetches runs through the slots in turn; the fewer slots, the fewer
+ * times it visits each heap page.)
+ *
+ * Batches (the idea of PgQ's ticks).  A slot's position is a snapshot P
+ * (pg_snapshot): every event whose transaction is visible in P has been
+ * acknowledged.  A fetch takes a new snapshot S and hands out the events
+ * whose transaction is visible in S but not in P: exactly the
+ * transactions that committed between the two, in whatever txid order
+ * they were assigned.  A transaction that took its txid early and
+ * committed late is simply invisible in P and visible in some later S, so
+ * it is never skipped.  Reading writes nothing per event; the slot row is
+ * written once per batch.  Such a batch (P, S] may be larger than a
+ * relay asked for, so it is handed out in pages in seq order: the slot
+ * remembers S and the last acknowledged seq until the batch is done, then
+ * S becomes the new P.  Order: batches follow commit order (everything in
+ * (P, S] committed after everything visible in P); inside one batch seq
+ * order is insertion order, which is commit order for any two
+ * transactions that serialize on the aggregate (one emits after the other
+ * committed), the only case where commit order is defined.
+ *
+ * Index bounds.  The only index is (slot, seq), so a batch is read as a
+ * seq range of the slot, filtered by the two visibility tests.  Upper
+ * end: hi(S), the identity sequence's last value read after S was taken;
+ * a transaction visible in S drew its seqs before it committed, before S.
+ * Lower end: lo(P), a seq below which no event invisible in P can lie.
+ * Every event's txid was assigned no later than its seq was drawn (the
+ * txid column's default runs first, see outbox.c), so for any pair (X, H)
+ * where H = the sequence's last value read before X = the next txid to be
+ * assigned, an event with txid >= X has seq > H.  Each fetch records
+ * such a pair in the slot (a short history); lo(S) = 1 + the largest H
+ * among recorded pairs with X <= xmin(S), as every event invisible in S
+ * has txid >= xmin(S); and never lower than lo(P).  A long transaction
+ * holds lo back to where it started, so while it runs each batch also
+ * scans the events committed since it began (PgQ has the same cost and
+ * trims it with txid lists; here it is one index range scan).
+ *
+ * Leases and fencing.  A fetch picks a slot whose lease is free or
+ * expired with SELECT ... FOR UPDATE SKIP LOCKED, so two relays never
+ * pick the same slot; it then gives the slot a lease and a new token from
+ * a sequence (strictly increasing).  eo_relay_ack needs the slot's current
+ * token; once another relay has taken the slot over after expiry, the old
+ * token is refused (55006) and the page comes back, same events first, to
+ * the new holder.  An expired lease nobody took over yet can still be
+ * acknowledged, extended or released.
+ *
+ * Statements run as the owner of eo's tables (eo_ob_open), are prepared
+ * once per backend with generic plans, and use fully qualified names.
+ * Call the relay functions in their own transaction at READ COMMITTED.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/pg_sequence.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "tcop/dest.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/xid8.h"
+
+#include "eo.h"
+#include "outbox.h"
+
+PG_FUNCTION_INFO_V1(eo_group_create);
+PG_FUNCTION_INFO_V1(eo_group_drop);
+PG_FUNCTION_INFO_V1(eo_relay_fetch);
+PG_FUNCTION_INFO_V1(eo_relay_ack);
+PG_FUNCTION_INFO_V1(eo_relay_extend);
+PG_FUNCTION_INFO_V1(eo_relay_release);
+PG_FUNCTION_INFO_V1(eo_outbox_stats);
+
+/* (next txid, seq) pairs a slot remembers for lo(); see above. */
+#define HIST 8
+
+/* page_state of a slot: the last page handed out */
+#define PAGE_OUT		'o'		/* outstanding: leased, maybe expired */
+#define PAGE_ACKED		'a'
+#define PAGE_RELEASED	'r'
+
+/* One row of eo_outbox_slots. */
+typedef struct Slot
+{
+	int32		slot;
+	Datum		pos_snap;		/* P */
+	int64		pos_lo;			/* lo(P) */
+	bool		has_batch;
+	Datum		batch_snap;		/* S of the batch being handed out */
+	int64		batch_hi;		/* hi(S) */
+	int64		batch_lo;		/* lo(S) */
+	bool		has_acked;
+	int64		acked_seq;		/* last acknowledged seq inside the batch */
+	char		page_state;		/* '\0' before the first page */
+	int64		page_end;		/* last seq of the page handed out */
+	bool		page_last;		/* ... and it ends the batch */
+	int32		page_count;
+	bool		has_token;
+	int64		lease_token;
+	bool		leased;
+	TimestampTz lease_expires_at;
+	int			nhist;
+	FullTransactionId hist_xid[HIST];
+	int64		hist_seq[HIST];
+	bool		has_fetched;
+	TimestampTz fetched_at;
+	bool		has_acked_at;
+	TimestampTz acked_at;
+} Slot;
+
+#define SLOT_COLUMNS \
+	"slot, pos_snap, pos_lo, batch_snap, batch_hi, batch_lo, acked_seq," \
+	" page_state, page_end, page_last, page_count, lease_token, lease_expires_at," \
+	" hist_xid, hist_seq, fetched_at, acked_at"
+
+/* Statements on eo's own tables, prepared once per backend. */
+typedef struct RelayPlans
+{
+	char	   *schema;			/* the schema they were made for */
+	SPIPlanPtr	pick;
+	SPIPlanPtr	by_token;
+	SPIPlanPtr	update;
+	SPIPlanPtr	cut;
+	SPIPlanPtr	group_tokens;
+} RelayPlans;
+
+static RelayPlans plans;
+
+/* ---- argument checks ---- */
+
+static char *
+check_group(Datum value, bool isnull)
+{
+	text	   *t;
+	int			len;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("consumer group must not be null")));
+	t = DatumGetTextPP(value);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("consumer group must not be empty")));
+	if (len > EO_GROUP_MAX_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("consumer group name is too long"),
+				 errdetail("It is %d bytes; the limit is %d bytes.", len, EO_GROUP_MAX_NAME)));
+	return text_to_cstring(t);
+}
+
+static int64
+check_lease(Datum value, bool isnull)
+{
+	Interval   *lease;
+	double		usecs;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease must not be null")));
+	lease = DatumGetIntervalP(value);
+	usecs = (double) lease->time + (double) lease->day * USECS_PER_DAY +
+		(double) lease->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be positive")));
+	if (usecs > (double) eo_max_lease_secs * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease is longer than eo.max_lease"),
+				 errdetail("eo.max_lease is %d seconds.", eo_max_lease_secs),
+				 errhint("Take a shorter lease and renew it with eo_relay_extend.")));
+	return (int64) usecs;
+}
+
+static int64
+check_token(Datum value, bool isnull)
+{
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease token must not be null")));
+	return DatumGetInt64(value);
+}
+
+/* The outbox a relay function works on: table mode, caller may read it. */
+static EoOutbox *
+relay_outbox(Datum value, bool isnull)
+{
+	char	   *name = eo_ob_check_name(value, isnull, "outbox name");
+	EoOutbox   *ob = eo_ob_lookup(name, false);
+
+	if (ob->mode != EO_OUTBOX_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("outbox \"%s\" writes its events to the WAL", ob->name),
+				 errhint("Read it through logical decoding (messages with prefix \"%s\").",
+						 ob->wal_prefix)));
+	eo_ob_check_privilege(ob, ACL_SELECT, "relay from");
+	return ob;
+}
+
+/* ---- plans ---- */
+
+static void
+prepare_plans(void)
+{
+	const char *s = eo_ob_schema();
+	Oid			pick_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4ARRAYOID};
+	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
+	Oid			update_types[19] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
+		PG_SNAPSHOTOID, INT8OID, INT8OID, INT8OID, CHAROID, INT8OID, BOOLOID, INT4OID,
+		INT8OID, TIMESTAMPTZOID, XID8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Oid			cut_types[1] = {REGCLASSOID};
+	Oid			group_types[2] = {TEXTOID, TEXTOID};
+
+	if (plans.schema != NULL && strcmp(plans.schema, s) == 0)
+		return;
+	if (plans.schema != NULL)
+	{
+		SPI_freeplan(plans.pick);
+		SPI_freeplan(plans.by_token);
+		SPI_freeplan(plans.update);
+		SPI_freeplan(plans.cut);
+		SPI_freeplan(plans.group_tokens);
+		pfree(plans.schema);
+		plans.schema = NULL;
+	}
+
+	/* Oldest-served first, so that one relay walks all slots in turn. */
+	plans.pick = eo_ob_prepare(psprintf(
+										"SELECT " SLOT_COLUMNS " FROM %s.eo_outbox_slots"
+										" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+										" AND (lease_expires_at IS NULL OR lease_expires_at OPERATOR(pg_catalog.<=) $3)"
+										" AND slot OPERATOR(pg_catalog.<>) ALL ($4)"
+										" ORDER BY fetched_at NULLS FIRST, slot LIMIT 1"
+										" FOR UPDATE SKIP LOCKED", s),
+							   4, pick_types);
+	plans.by_token = eo_ob_prepare(psprintf(
+											"SELECT " SLOT_COLUMNS " FROM %s.eo_outbox_slots"
+											" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+											" AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", s),
+								   3, token_types);
+	plans.update = eo_ob_prepare(psprintf(
+										  "UPDATE %s.eo_outbox_slots SET pos_snap = $4, pos_lo = $5,"
+										  " batch_snap = $6, batch_hi = $7, batch_lo = $8, acked_seq = $9,"
+										  " page_state = $10, page_end = $11, page_last = $12, page_count = $13,"
+										  " lease_token = $14, lease_expires_at = $15, hist_xid = $16,"
+										  " hist_seq = $17, fetched_at = $18, acked_at = $19"
+										  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+										  " AND slot OPERATOR(pg_catalog.=) $3", s),
+								 19, update_types);
+
+	/*
+	 * S is the statement's own snapshot, taken before the sequence is read:
+	 * whatever pg_current_snapshot() shows as committed drew its seqs
+	 * before hi.
+	 */
+	plans.cut = eo_ob_prepare("SELECT x.s, pg_catalog.pg_snapshot_xmin(x.s),"
+							  " pg_catalog.pg_sequence_last_value($1)"
+							  " FROM (SELECT pg_catalog.pg_current_snapshot() AS s) x",
+							  1, cut_types);
+	plans.group_tokens = eo_ob_prepare(psprintf(
+												"SELECT pg_catalog.count(*), pg_catalog.max(lease_token)"
+												" FROM %s.eo_outbox_slots"
+												" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2",
+												s),
+									   2, group_types);
+	plans.schema = MemoryContextStrdup(TopMemoryContext, s);
+}
+
+static void
+prepare_page_plan(EoOutbox *ob)
+{
+	Oid			types[6] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID};
+	char	   *slot;
+
+	if (ob->page_plan != NULL)
+		return;
+	slot = eo_ob_slot_expr(ob, "e");
+
+	ob->page_plan = eo_ob_prepare(psprintf(
+										   "SELECT %s, e.seq, e.id, e.aggregatetype, e.aggregateid, e.type,"
+										   " e.payload, e.headers, e.created_at FROM %s e"
+										   " WHERE %s OPERATOR(pg_catalog.=) $1"
+										   " AND e.seq OPERATOR(pg_catalog.>) $2 AND e.seq OPERATOR(pg_catalog.<=) $3"
+										   " AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, $4)"
+										   " AND pg_catalog.pg_visible_in_snapshot(e.txid, $5)"
+										   " ORDER BY e.seq LIMIT $6", slot, ob->qualname, slot),
+								  6, types);
+}
+
+/* ---- slot rows ---- */
+
+static Datum
+column(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+{
+	return SPI_getbinval(tup, desc, col, isnull);
+}
+
+static void
+read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
+{
+	bool		isnull;
+	Datum		d;
+
+	memset(s, 0, sizeof(*s));
+	s->slot = DatumGetInt32(column(tup, desc, 1, &isnull));
+	s->pos_snap = column(tup, desc, 2, &isnull);
+	s->pos_lo = DatumGetInt64(column(tup, desc, 3, &isnull));
+	s->batch_snap = column(tup, desc, 4, &isnull);
+	s->has_batch = !isnull;
+	s->batch_hi = s->has_batch ? DatumGetInt64(column(tup, desc, 5, &isnull)) : 0;
+	s->batch_lo = s->has_batch ? DatumGetInt64(column(tup, desc, 6, &isnull)) : 0;
+	d = column(tup, desc, 7, &isnull);
+	s->has_acked = !isnull;
+	s->acked_seq = isnull ? 0 : DatumGetInt64(d);
+	d = column(tup, desc, 8, &isnull);
+	s->page_state = isnull ? '\0' : DatumGetChar(d);
+	d = column(tup, desc, 9, &isnull);
+	s->page_end = isnull ? 0 : DatumGetInt64(d);
+	d = column(tup, desc, 10, &isnull);
+	s->page_last = isnull ? false : DatumGetBool(d);
+	d = column(tup, desc, 11, &isnull);
+	s->page_count = isnull ? 0 : DatumGetInt32(d);
+	d = column(tup, desc, 12, &isnull);
+	s->has_token = !isnull;
+	s->lease_token = isnull ? 0 : DatumGetInt64(d);
+	d = column(tup, desc, 13, &isnull);
+	s->leased = !isnull;
+	s->lease_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
+
+	d = column(tup, desc, 14, &isnull);
+	if (!isnull)
+	{
+		Datum	   *xids;
+		Datum	   *seqs;
+		int			nx,
+					ns;
+
+		deconstruct_array(DatumGetArrayTypeP(d), XID8OID, sizeof(uint64),
+						  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &xids, NULL, &nx);
+		deconstruct_array(DatumGetArrayTypeP(column(tup, desc, 15, &isnull)),
+						  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &seqs, NULL, &ns);
+		s->nhist = Min(Min(nx, ns), HIST);
+		for (int i = 0; i < s->nhist; i++)
+		{
+			s->hist_xid[i] = DatumGetFullTransactionId(xids[i]);
+			s->hist_seq[i] = DatumGetInt64(seqs[i]);
+		}
+	}
+	d = column(tup, desc, 16, &isnull);
+	s->has_fetched = !isnull;
+	s->fetched_at = isnull ? 0 : DatumGetTimestampTz(d);
+	d = column(tup, desc, 17, &isnull);
+	s->has_acked_at = !isnull;
+	s->acked_at = isnull ? 0 : DatumGetTimestampTz(d);
+}
+
+#define PARAM(i, value, isnull) \
+	(values[i] = (value), nulls[i] = (isnull) ? 'n' : ' ')
+
+static void
+write_slot(const char *outbox, const char *grp, const Slot *s)
+{
+	Datum		values[19];
+	char		nulls[19];
+	Datum		xids[HIST];
+	Datum		seqs[HIST];
+	int			rc;
+
+	for (int i = 0; i < s->nhist; i++)
+	{
+		xids[i] = FullTransactionIdGetDatum(s->hist_xid[i]);
+		seqs[i] = Int64GetDatum(s->hist_seq[i]);
+	}
+	PARAM(0, CStringGetTextDatum(outbox), false);
+	PARAM(1, CStringGetTextDatum(grp), false);
+	PARAM(2, Int32GetDatum(s->slot), false);
+	PARAM(3, s->pos_snap, false);
+	PARAM(4, Int64GetDatum(s->pos_lo), false);
+	PARAM(5, s->batch_snap, !s->has_batch);
+	PARAM(6, Int64GetDatum(s->batch_hi), !s->has_batch);
+	PARAM(7, Int64GetDatum(s->batch_lo), !s->has_batch);
+	PARAM(8, Int64GetDatum(s->acked_seq), !s->has_acked);
+	PARAM(9, CharGetDatum(s->page_state), s->page_state == '\0');
+	PARAM(10, Int64GetDatum(s->page_end), s->page_state != PAGE_OUT);
+	PARAM(11, BoolGetDatum(s->page_last), s->page_state != PAGE_OUT);
+	PARAM(12, Int32GetDatum(s->page_count), s->page_state == '\0');
+	PARAM(13, Int64GetDatum(s->lease_token), !s->has_token);
+	PARAM(14, TimestampTzGetDatum(s->lease_expires_at), !s->leased);
+	PARAM(15, PointerGetDatum(construct_array(xids, s->nhist, XID8OID, sizeof(uint64),
+											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)), false);
+	PARAM(16, PointerGetDatum(construct_array(seqs, s->nhist, INT8OID, sizeof(int64),
+											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)), false);
+	PARAM(17, TimestampTzGetDatum(s->fetched_at), !s->has_fetched);
+	PARAM(18, TimestampTzGetDatum(s->acked_at), !s->has_acked_at);
+
+	rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
+	if (rc != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "eo: slot update failed: %s", SPI_result_code_string(rc));
+}
+
+/* Lock and read a free slot of the group not tried yet; false if none. */
+static bool
+pick_slot(EoOutbox *ob, const char *grp, TimestampTz now, List *tried, Slot *s)
+{
+	Datum		values[4];
+	Datum	   *elems = palloc(sizeof(Datum) * (list_length(tried) + 1));
+	ListCell   *lc;
+	int			n = 0;
+	int			rc;
+
+	foreach(lc, tried)
+		elems[n++] = Int32GetDatum(lfirst_int(lc));
+	values[0] = CStringGetTextDatum(ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32),
+												true, TYPALIGN_INT));
+	rc = SPI_execute_plan(plans.pick, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: slot pick failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		return false;
+	read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
+	return true;
+}
+
+/* (slots, highest token ever issued) of a group; error if no such group. */
+static int64
+group_max_token(EoOutbox *ob, const char *grp)
+{
+	Datum		values[2];
+	bool		isnull;
+	int			rc;
+	int64		count;
+	Datum		max;
+
+	values[0] = CStringGetTextDatum(ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	rc = SPI_execute_plan(plans.group_tokens, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "eo: group lookup failed: %s", SPI_result_code_string(rc));
+	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (count == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("consumer group \"%s\" of outbox \"%s\" does not exist",
+						grp, ob->name),
+				 errhint("Create it with eo_group_create.")));
+	return isnull ? 0 : DatumGetInt64(max);
+}
+
+/* ---- the cut: a new snapshot S with hi(S) and the next txid ---- */
+
+typedef struct Cut
+{
+	bool		taken;
+	Datum		snap;
+	FullTransactionId xmin;
+	int64		hi;
+	FullTransactionId next_xid;
+} Cut;
+
+/*
+ * The bounds rely on seq being drawn in time order across backends, which
+ * a sequence cache breaks: refuse rather than skip events.
+ */
+static void
+check_seq_cache(EoOutbox *ob)
+{
+	HeapTuple	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(ob->seqid));
+	int64		cache;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "eo: cache lookup failed for sequence %u", ob->seqid);
+	cache = ((Form_pg_sequence) GETSTRUCT(tup))->seqcache;
+	ReleaseSysCache(tup);
+	if (cache != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the seq column of outbox \"%s\" has a sequence cache of " INT64_FORMAT,
+						ob->name, cache),
+				 errdetail("Events could be skipped: the relay needs seq values drawn in time order."),
+				 errhint("ALTER TABLE %s ALTER COLUMN seq SET CACHE 1", ob->qualname)));
+}
+
+static void
+take_cut(EoOutbox *ob, Cut *cut)
+{
+	Datum		values[1];
+	bool		isnull;
+	Datum		hi;
+	int			rc;
+
+	check_seq_cache(ob);
+
+	values[0] = ObjectIdGetDatum(ob->seqid);
+	rc = SPI_execute_plan(plans.cut, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "eo: snapshot failed: %s", SPI_result_code_string(rc));
+	cut->snap = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	cut->xmin = DatumGetFullTransactionId(SPI_getbinval(SPI_tuptable->vals[0],
+														SPI_tuptable->tupdesc, 2, &isnull));
+	hi = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	cut->hi = isnull ? 0 : DatumGetInt64(hi);
+	/* Read after hi: every txid from here on draws seqs above hi. */
+	cut->next_xid = ReadNextFullTransactionId();
+	cut->taken = true;
+}
+
+/* lo(S): see the comment at the top of this file. */
+static int64
+lower_bound(const Slot *s, FullTransactionId xmin)
+{
+	int64		lo = s->pos_lo;
+
+	for (int i = 0; i < s->nhist; i++)
+	{
+		if (FullTransactionIdPrecedesOrEquals(s->hist_xid[i], xmin) &&
+			s->hist_seq[i] + 1 > lo)
+			lo = s->hist_seq[i] + 1;
+	}
+	return lo;
+}
+
+static void
+remember(Slot *s, const Cut *cut)
+{
+	if (s->nhist == HIST)
+	{
+		memmove(&s->hist_xid[0], &s->hist_xid[1], sizeof(FullTransactionId) * (HIST - 1));
+		memmove(&s->hist_seq[0], &s->hist_seq[1], sizeof(int64) * (HIST - 1));
+		s->nhist--;
+	}
+	s->hist_xid[s->nhist] = cut->next_xid;
+	s->hist_seq[s->nhist] = cut->hi;
+	s->nhist++;
+}
+
+/* ---- one page of a batch, straight into the function's result ---- */
+
+typedef struct PageReceiver
+{
+	DestReceiver pub;
+	Tuplestorestate *store;
+	TupleDesc	desc;			/* eo_relay_fetch's result */
+	Oid			token_seq;
+	int32		max;
+	int32		count;
+	bool		more;			/* a row past max exists */
+	int64		token;			/* drawn at the first row */
+	int64		last_seq;
+} PageReceiver;
+
+static bool
+page_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	PageReceiver *r = (PageReceiver *) self;
+	Datum		values[10];
+	bool		nulls[10];
+
+	if (r->count >= r->max)
+	{
+		r->more = true;
+		return false;			/* stop the scan */
+	}
+	if (r->count == 0)
+		r->token = nextval_internal(r->token_seq, false);
+	slot_getallattrs(slot);
+	values[0] = Int64GetDatum(r->token);
+	nulls[0] = false;
+	memcpy(&values[1], slot->tts_values, sizeof(Datum) * 9);
+	memcpy(&nulls[1], slot->tts_isnull, sizeof(bool) * 9);
+	tuplestore_putvalues(r->store, r->desc, values, nulls);
+	r->last_seq = DatumGetInt64(slot->tts_values[1]);
+	r->count++;
+	return true;
+}
+
+static void
+page_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+page_shutdown(DestReceiver *self)
+{
+}
+
+static void
+page_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * Events of slot s with lower < seq <= upper, invisible in P and visible
+ * in S, in seq order: at most r->max of them into the result.
+ */
+static int32
+run_page(EoOutbox *ob, const Slot *s, int64 lower, int64 upper,
+		 Datum p_snap, Datum s_snap, PageReceiver *r)
+{
+	ParamListInfo params = makeParamList(6);
+	SPIExecuteOptions options;
+	Datum		values[6];
+	Oid			types[6] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID};
+	int			rc;
+
+	values[0] = Int32GetDatum(s->slot);
+	values[1] = Int64GetDatum(lower);
+	values[2] = Int64GetDatum(upper);
+	values[3] = p_snap;
+	values[4] = s_snap;
+	values[5] = Int64GetDatum((int64) r->max + 1);
+	for (int i = 0; i < 6; i++)
+	{
+		params->params[i].value = values[i];
+		params->params[i].isnull = false;
+		params->params[i].pflags = PARAM_FLAG_CONST;
+		params->params[i].ptype = types[i];
+	}
+
+	r->count = 0;
+	r->more = false;
+	r->last_seq = 0;
+
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = false;	/* a snapshot newer than S: sees all of it */
+	options.dest = &r->pub;
+	rc = SPI_execute_plan_extended(ob->page_plan, &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: batch read failed: %s", SPI_result_code_string(rc));
+	return r->count;
+}
+
+/* ---- eo_relay_fetch ---- */
+
+/*
+ * Hand out the rest of a batch: the page after the last acknowledged one.
+ * Returns false (and closes the batch) if nothing is left of it.
+ */
+static bool
+serve_batch(EoOutbox *ob, Slot *s, PageReceiver *r)
+{
+	int64		lower = s->has_acked ? s->acked_seq : s->pos_lo - 1;
+
+	if (run_page(ob, s, lower, s->batch_hi, s->pos_snap, s->batch_snap, r) > 0)
+		return true;
+	s->pos_snap = s->batch_snap;
+	s->pos_lo = s->batch_lo;
+	s->has_batch = false;
+	s->has_acked = false;
+	return false;
+}
+
+/*
+ * Start a batch (P, S] for a slot with none.  If it is empty, the slot
+ * moves to S at once and false is returned.
+ */
+static bool
+start_batch(EoOutbox *ob, Slot *s, const Cut *cut, PageReceiver *r)
+{
+	int64		lo = lower_bound(s, cut->xmin);
+	bool		found;
+
+	found = run_page(ob, s, s->pos_lo - 1, cut->hi, s->pos_snap, cut->snap, r) > 0;
+	remember(s, cut);
+	if (!found)
+	{
+		s->pos_snap = cut->snap;
+		s->pos_lo = lo;
+		return false;
+	}
+	s->has_batch = true;
+	s->batch_snap = cut->snap;
+	s->batch_hi = cut->hi;
+	s->batch_lo = lo;
+	s->has_acked = false;
+	return true;
+}
+
+/*
+ * eo_relay_fetch(outbox, consumer_group, max_events, lease) returns the
+ * next page of events of one free slot of the group, with the lease token
+ * that acknowledges it; no rows if every free slot is caught up.
+ */
+Datum
+eo_relay_fetch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	int32		max_events;
+	int64		lease_usecs = check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	EoOutbox   *ob;
+	PageReceiver r;
+	Cut			cut;
+	List	   *tried = NIL;
+	TimestampTz now = GetCurrentTimestamp();
+	Slot		s;
+
+	if (PG_ARGISNULL(2) || PG_GETARG_INT32(2) < 1 || PG_GETARG_INT32(2) > EO_RELAY_MAX_EVENTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events must be between 1 and %d", EO_RELAY_MAX_EVENTS)));
+	max_events = PG_GETARG_INT32(2);
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	eo_ob_open();
+	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	prepare_plans();
+	prepare_page_plan(ob);
+
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = page_receive;
+	r.pub.rStartup = page_startup;
+	r.pub.rShutdown = page_shutdown;
+	r.pub.rDestroy = page_destroy;
+	r.pub.mydest = DestTuplestore;	/* not DestNone: SPI would call it discarded */
+	r.store = rsinfo->setResult;
+	r.desc = rsinfo->setDesc;
+	r.token_seq = eo_ob_token_seq();
+	r.max = max_events;
+	memset(&cut, 0, sizeof(cut));
+
+	while (pick_slot(ob, grp, now, tried, &s))
+	{
+		bool		served;
+
+		CHECK_FOR_INTERRUPTS();
+		if (s.has_batch)
+			served = serve_batch(ob, &s, &r);
+		else
+		{
+			/* One snapshot serves every slot this call looks at. */
+			if (!cut.taken)
+				take_cut(ob, &cut);
+			served = start_batch(ob, &s, &cut, &r);
+		}
+		s.has_fetched = true;
+		s.fetched_at = now;
+		if (served)
+		{
+			s.page_state = PAGE_OUT;
+			s.page_end = r.last_seq;
+			s.page_last = !r.more;
+			s.page_count = r.count;
+			s.has_token = true;
+			s.lease_token = r.token;
+			s.leased = true;
+			s.lease_expires_at = now + lease_usecs;
+		}
+		else if (s.page_state == PAGE_OUT)
+			s.page_state = PAGE_RELEASED;	/* an expired lease, nothing left */
+		write_slot(ob->name, grp, &s);
+		if (served)
+			break;
+		tried = lappend_int(tried, s.slot);
+	}
+	if (tried == NIL && r.count == 0)
+		(void) group_max_token(ob, grp);	/* no such group: an error */
+	eo_ob_close();
+	return (Datum) 0;
+}
+
+/* ---- acknowledging a page: eo_relay_ack, _extend, _release ---- */
+
+/*
+ * The slot holding token, locked; an error if no slot of the group holds
+ * it: stale (55006) if the token was superseded by a newer one, else not
+ * a token of this group (55000).
+ */
+static void
+find_token(EoOutbox *ob, const char *grp, int64 token, Slot *s)
+{
+	Datum		values[3];
+	int			rc;
+
+	values[0] = CStringGetTextDatum(ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	values[2] = Int64GetDatum(token);
+	rc = SPI_execute_plan(plans.by_token, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 1)
+	{
+		read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
+		return;
+	}
+	if (token > 0 && token <= group_max_token(ob, grp))
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_RELAY_STALE),
+				 errmsg("lease token " INT64_FORMAT " of consumer group \"%s\" is stale", token, grp),
+				 errdetail("Its lease expired and the batch was handed to another relay, which will deliver it again."),
+				 errhint("Drop the work of this batch; fetch a new one.")));
+	ereport(ERROR,
+			(errcode(EO_ERRCODE_RELAY_NOT_HELD),
+			 errmsg("lease token " INT64_FORMAT " does not hold a batch of consumer group \"%s\"",
+					token, grp),
+			 errhint("Use the lease_token that eo_relay_fetch returned.")));
+}
+
+static void
+refuse_not_out(const Slot *s, int64 token)
+{
+	ereport(ERROR,
+			(errcode(EO_ERRCODE_RELAY_NOT_HELD),
+			 errmsg("the batch of lease token " INT64_FORMAT " was already %s",
+					token, s->page_state == PAGE_ACKED ? "acknowledged" : "released")));
+}
+
+typedef struct TokenArgs
+{
+	EoOutbox   *ob;
+	char	   *grp;
+	int64		token;
+	Slot		slot;
+} TokenArgs;
+
+/* Common start of ack, extend, release: open, check, lock the slot. */
+static void
+open_token(FunctionCallInfo fcinfo, TokenArgs *t)
+{
+	t->grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	t->token = check_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+	eo_ob_open();
+	t->ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	prepare_plans();
+	find_token(t->ob, t->grp, t->token, &t->slot);
+}
+
+/*
+ * eo_relay_ack(outbox, consumer_group, lease_token) returns the number of
+ * events acknowledged: the whole page, or 0 if this token's page was
+ * acknowledged before (a retried ack).
+ */
+Datum
+eo_relay_ack(PG_FUNCTION_ARGS)
+{
+	TokenArgs	t;
+	Slot	   *s = &t.slot;
+	int32		count = 0;
+
+	open_token(fcinfo, &t);
+	if (s->page_state == PAGE_OUT)
+	{
+		count = s->page_count;
+		if (s->page_last)
+		{
+			/* The batch is done: S becomes the slot's position. */
+			s->pos_snap = s->batch_snap;
+			s->pos_lo = s->batch_lo;
+			s->has_batch = false;
+			s->has_acked = false;
+		}
+		else
+		{
+			s->has_acked = true;
+			s->acked_seq = s->page_end;
+		}
+		s->page_state = PAGE_ACKED;
+		s->leased = false;
+		s->has_acked_at = true;
+		s->acked_at = GetCurrentTimestamp();
+		write_slot(t.ob->name, t.grp, s);
+	}
+	else if (s->page_state != PAGE_ACKED)
+		refuse_not_out(s, t.token);
+	eo_ob_close();
+	PG_RETURN_INT32(count);
+}
+
+/* eo_relay_extend(outbox, consumer_group, lease_token, lease): new expiry. */
+Datum
+eo_relay_extend(PG_FUNCTION_ARGS)
+{
+	TokenArgs	t;
+	int64		lease_usecs = check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	TimestampTz expires;
+
+	open_token(fcinfo, &t);
+	if (t.slot.page_state != PAGE_OUT)
+		refuse_not_out(&t.slot, t.token);
+	expires = GetCurrentTimestamp() + lease_usecs;
+	t.slot.lease_expires_at = expires;
+	write_slot(t.ob->name, t.grp, &t.slot);
+	eo_ob_close();
+	PG_RETURN_TIMESTAMPTZ(expires);
+}
+
+/*
+ * eo_relay_release(outbox, consumer_group, lease_token): give the page
+ * back unacknowledged; the next fetch of the slot delivers it again.
+ */
+Datum
+eo_relay_release(PG_FUNCTION_ARGS)
+{
+	TokenArgs	t;
+
+	open_token(fcinfo, &t);
+	if (t.slot.page_state != PAGE_OUT)
+		refuse_not_out(&t.slot, t.token);
+	t.slot.page_state = PAGE_RELEASED;
+	t.slot.leased = false;
+	write_slot(t.ob->name, t.grp, &t.slot);
+	eo_ob_close();
+	PG_RETURN_VOID();
+}
+
+/* ---- consumer groups ---- */
+
+/*
+ * eo_group_create(outbox, consumer_group, start_at): 'beginning' delivers
+ * every event the outbox still holds, 'now' only events of transactions
+ * that commit from now on.
+ */
+Datum
+eo_group_create(PG_FUNCTION_ARGS)
+{
+	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *start = PG_ARGISNULL(2) ? "beginning" : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	const char *snap;
+	EoOutbox   *ob;
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3];
+	int			rc;
+
+	if (strcmp(start, "beginning") == 0)
+		snap = "'3:3:'::pg_catalog.pg_snapshot";	/* no txid is visible */
+	else if (strcmp(start, "now") == 0)
+		snap = "pg_catalog.pg_current_snapshot()";
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid start_at \"%s\"", start),
+				 errhint("Use \"beginning\" or \"now\".")));
+
+	eo_ob_open();
+	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	values[0] = CStringGetTextDatum(ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	values[2] = Int32GetDatum(ob->slots);
+	rc = SPI_execute_with_args(psprintf(
+										"INSERT INTO %s.eo_outbox_groups (outbox, name, created_at)"
+										" VALUES ($1, $2, pg_catalog.now()) ON CONFLICT DO NOTHING",
+										eo_ob_schema()),
+							   2, types, values, NULL, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "eo: group insert failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("consumer group \"%s\" of outbox \"%s\" already exists",
+						grp, ob->name)));
+
+	/*
+	 * lo = 0: nothing is known yet about where invisible events lie, so the
+	 * first batch of each slot scans the slot from its start.
+	 */
+	rc = SPI_execute_with_args(psprintf(
+										"INSERT INTO %s.eo_outbox_slots (outbox, grp, slot, pos_snap, pos_lo,"
+										" hist_xid, hist_seq)"
+										" SELECT $1, $2, g, %s, 0, '{}', '{}'"
+										" FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) g",
+										eo_ob_schema(), snap),
+							   3, types, values, NULL, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "eo: slot insert failed: %s", SPI_result_code_string(rc));
+	eo_ob_close();
+	PG_RETURN_VOID();
+}
+
+/* eo_group_drop(outbox, consumer_group): its positions go with it. */
+Datum
+eo_group_drop(PG_FUNCTION_ARGS)
+{
+	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *name = eo_ob_check_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
+	EoOutbox   *ob;
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+	int			rc;
+
+	eo_ob_open();
+	ob = eo_ob_lookup(name, false);
+	values[0] = CStringGetTextDatum(ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	rc = SPI_execute_with_args(psprintf(
+										"DELETE FROM %s.eo_outbox_groups"
+										" WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+										eo_ob_schema()),
+							   2, types, values, NULL, false, 0);
+	if (rc != SPI_OK_DELETE)
+		elog(ERROR, "eo: group delete failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("consumer group \"%s\" of outbox \"%s\" does not exist",
+						grp, ob->name)));
+	eo_ob_close();
+	PG_RETURN_VOID();
+}
+
+/* ---- retention and monitoring ---- */
+
+/*
+ * Events (alias e) not yet acknowledged by a slot (alias s): invisible in
+ * its position and not in the acknowledged part of its current batch.
+ */
+static char *
+unacked(const EoOutbox *ob, const char *e, const char *s)
+{
+	return psprintf("%s OPERATOR(pg_catalog.=) %s.slot"
+					" AND %s.seq OPERATOR(pg_catalog.>=) %s.pos_lo"
+					" AND NOT pg_catalog.pg_visible_in_snapshot(%s.txid, %s.pos_snap)"
+					" AND NOT (%s.acked_seq IS NOT NULL AND %s.seq OPERATOR(pg_catalog.<=) %s.acked_seq"
+					"          AND pg_catalog.pg_visible_in_snapshot(%s.txid, %s.batch_snap))",
+					eo_ob_slot_expr(ob, e), s, e, s, e, s, s, e, s, e, s);
+}
+
+/*
+ * Has every group acknowledged every event of partition (schema.table)?
+ * Conservative: an event of a batch still being handed out counts as
+ * unacknowledged until its whole batch is.
+ */
+bool
+eo_relay_partition_delivered(EoOutbox *ob, const char *partition)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		isnull;
+	int			rc;
+
+	values[0] = CStringGetTextDatum(ob->name);
+	rc = SPI_execute_with_args(psprintf(
+										"SELECT NOT EXISTS (SELECT FROM %s.eo_outbox_slots s"
+										" WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND EXISTS ("
+										"   SELECT FROM %s e WHERE %s OPERATOR(pg_catalog.=) s.slot"
+										"   AND e.seq OPERATOR(pg_catalog.>=) s.pos_lo"
+										"   AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, s.pos_snap)))",
+										eo_ob_schema(), partition, eo_ob_slot_expr(ob, "e")),
+							   1, types, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "eo: delivery check failed: %s", SPI_result_code_string(rc));
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * eo_outbox_stats(): one row per outbox and consumer group, behind the
+ * eo_outbox_status view.
+ */
+Datum
+eo_outbox_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *outboxes = NIL;
+	List	   *groups = NIL;
+	List	   *retentions = NIL;
+	ListCell   *lc1,
+			   *lc2,
+			   *lc3;
+	List	   *rows = NIL;
+	int			rc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	eo_ob_open();
+	rc = SPI_execute(psprintf("SELECT g.outbox, g.name, o.retention"
+							  " FROM %s.eo_outbox_groups g JOIN %s.eo_outboxes o"
+							  "   ON o.name OPERATOR(pg_catalog.=) g.outbox"
+							  " ORDER BY g.outbox, g.name", eo_ob_schema(), eo_ob_schema()),
+					 true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: group scan failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		outboxes = lappend(outboxes, SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
+		groups = lappend(groups, SPI_getvalue(tup, SPI_tuptable->tupdesc, 2));
+		retentions = lappend(retentions,
+							 DatumGetPointer(datumCopy(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
+													   false, sizeof(Interval))));
+		MemoryContextSwitchTo(old);
+	}
+
+	forthree(lc1, outboxes, lc2, groups, lc3, retentions)
+	{
+		EoOutbox   *ob = eo_ob_lookup((char *) lfirst(lc1), true);
+		Oid			types[2] = {TEXTOID, TEXTOID};
+		Datum		args[2];
+		Datum	   *values;
+		bool	   *nulls;
+		TimestampTz cutoff;
+		bool		has_cutoff;
+		MemoryContext old;
+
+		if (ob == NULL)
+			continue;
+		has_cutoff = eo_ob_retention_cutoff(ob, (Interval *) lfirst(lc3), &cutoff);
+		args[0] = CStringGetTextDatum(ob->name);
+		args[1] = CStringGetTextDatum((char *) lfirst(lc2));
+		rc = SPI_execute_with_args(psprintf(
+											"SELECT pg_catalog.count(*)::pg_catalog.int4,"
+											" pg_catalog.count(*) FILTER (WHERE s.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.now())::pg_catalog.int4,"
+											" (SELECT pg_catalog.count(*) FROM %s.eo_outbox_slots s2, LATERAL ("
+											"   SELECT FROM %s e WHERE %s) u"
+											"   WHERE s2.outbox OPERATOR(pg_catalog.=) $1 AND s2.grp OPERATOR(pg_catalog.=) $2),"
+											" (SELECT pg_catalog.min(u.created_at) FROM %s.eo_outbox_slots s2, LATERAL ("
+											"   SELECT e.created_at FROM %s e WHERE %s) u"
+											"   WHERE s2.outbox OPERATOR(pg_catalog.=) $1 AND s2.grp OPERATOR(pg_catalog.=) $2),"
+											" pg_catalog.max(s.fetched_at), pg_catalog.max(s.acked_at)"
+											" FROM %s.eo_outbox_slots s"
+											" WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND s.grp OPERATOR(pg_catalog.=) $2",
+											eo_ob_schema(), ob->qualname, unacked(ob, "e", "s2"),
+											eo_ob_schema(), ob->qualname, unacked(ob, "e", "s2"),
+											eo_ob_schema()),
+								   2, types, args, NULL, true, 1);
+		if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "eo: group statistics failed: %s", SPI_result_code_string(rc));
+
+		old = MemoryContextSwitchTo(cxt);
+		values = palloc(sizeof(Datum) * 10);
+		nulls = palloc0(sizeof(bool) * 10);
+		values[0] = CStringGetTextDatum(ob->name);
+		values[1] = CStringGetTextDatum((char *) lfirst(lc2));
+		for (int c = 0; c < 6; c++)
+		{
+			int			out = c < 4 ? c + 2 : c + 4;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										  c + 1, &nulls[out]);
+
+			values[out] = d;	/* all by value */
+		}
+		/* lag: age of the oldest unacknowledged event */
+		nulls[6] = nulls[5];
+		if (!nulls[5])
+			values[6] = DirectFunctionCall2(timestamp_mi,
+											TimestampTzGetDatum(GetCurrentTimestamp()),
+											values[5]);
+		/* holds_retention: it would have been dropped but for this group */
+		values[7] = BoolGetDatum(has_cutoff && !nulls[5] &&
+								 DatumGetTimestampTz(values[5]) < cutoff);
+		rows = lappend(rows, values);
+		rows = lappend(rows, nulls);
+		MemoryContextSwitchTo(old);
+	}
+	eo_ob_close();
+
+	for (int i = 0; i < list_length(rows); i += 2)
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+							 (Datum *) list_nth(rows, i), (bool *) list_nth(rows, i + 1));
+	return (Datum) 0;
+}

@@ -1,0 +1,225 @@
+
+-- ---- transactional outbox and relay (src/sql/outbox.sql) ----
+
+-- One row per outbox.  The outbox table itself is made by eo_outbox_create
+-- (owned by the extension owner, not a member of the extension, so pg_dump
+-- dumps it like any table).  mode: t = table, w = WAL messages.
+CREATE TABLE @extschema@.eo_outboxes (
+    name               pg_catalog.text        NOT NULL,
+    nspname            pg_catalog.name        NOT NULL,
+    mode               pg_catalog."char"      NOT NULL,
+    slots              pg_catalog.int4        NOT NULL,
+    partition_interval pg_catalog.interval    NOT NULL,
+    premake            pg_catalog.int4        NOT NULL,
+    retention          pg_catalog.interval    NOT NULL,
+    channel            pg_catalog.text,       -- NULL: no NOTIFY
+    created_at         pg_catalog.timestamptz NOT NULL,
+    CONSTRAINT eo_outboxes_pkey PRIMARY KEY (name),
+    CONSTRAINT eo_outboxes_mode_check
+        CHECK (mode OPERATOR(pg_catalog.=) ANY (ARRAY['t','w']::pg_catalog."char"[]))
+);
+REVOKE ALL ON TABLE @extschema@.eo_outboxes FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.eo_outboxes', '');
+
+CREATE TABLE @extschema@.eo_outbox_groups (
+    outbox     pg_catalog.text        NOT NULL,
+    name       pg_catalog.text        NOT NULL,
+    created_at pg_catalog.timestamptz NOT NULL,
+    CONSTRAINT eo_outbox_groups_pkey PRIMARY KEY (outbox, name),
+    CONSTRAINT eo_outbox_groups_outbox_fkey FOREIGN KEY (outbox)
+        REFERENCES @extschema@.eo_outboxes (name) ON DELETE CASCADE
+);
+REVOKE ALL ON TABLE @extschema@.eo_outbox_groups FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.eo_outbox_groups', '');
+
+-- The position of each slot of each consumer group (see src/relay.c):
+-- pos_snap: every event whose transaction is visible in it is acknowledged;
+-- pos_lo: no event invisible in pos_snap has a lower seq;
+-- batch_*: the batch (pos_snap, batch_snap] being handed out in pages,
+--   acked_seq the last seq acknowledged in it;
+-- page_*: the last page handed out (state o = outstanding, a = acknowledged,
+--   r = released), lease_token / lease_expires_at its lease;
+-- hist_*: recent (next txid, last seq) pairs that bound pos_lo.
+CREATE TABLE @extschema@.eo_outbox_slots (
+    outbox           pg_catalog.text        NOT NULL,
+    grp              pg_catalog.text        NOT NULL,
+    slot             pg_catalog.int4        NOT NULL,
+    pos_snap         pg_catalog.pg_snapshot NOT NULL,
+    pos_lo           pg_catalog.int8        NOT NULL,
+    batch_snap       pg_catalog.pg_snapshot,
+    batch_hi         pg_catalog.int8,
+    batch_lo         pg_catalog.int8,
+    acked_seq        pg_catalog.int8,
+    page_state       pg_catalog."char",
+    page_end         pg_catalog.int8,
+    page_last        pg_catalog.bool,
+    page_count       pg_catalog.int4,
+    lease_token      pg_catalog.int8,
+    lease_expires_at pg_catalog.timestamptz,
+    hist_xid         pg_catalog.xid8[]      NOT NULL,
+    hist_seq         pg_catalog.int8[]      NOT NULL,
+    fetched_at       pg_catalog.timestamptz,
+    acked_at         pg_catalog.timestamptz,
+    CONSTRAINT eo_outbox_slots_pkey PRIMARY KEY (outbox, grp, slot),
+    CONSTRAINT eo_outbox_slots_group_fkey FOREIGN KEY (outbox, grp)
+        REFERENCES @extschema@.eo_outbox_groups (outbox, name) ON DELETE CASCADE,
+    CONSTRAINT eo_outbox_slots_page_state_check
+        CHECK (page_state OPERATOR(pg_catalog.=) ANY (ARRAY['o','a','r']::pg_catalog."char"[]))
+);
+REVOKE ALL ON TABLE @extschema@.eo_outbox_slots FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.eo_outbox_slots', '');
+
+-- Relay lease tokens: strictly increasing, so a superseded token is
+-- recognisably older than the slot's current one.
+CREATE SEQUENCE @extschema@.eo_outbox_token_seq AS pg_catalog.int8;
+REVOKE ALL ON SEQUENCE @extschema@.eo_outbox_token_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.eo_outbox_token_seq', '');
+
+-- ---- administration ----
+
+CREATE FUNCTION @extschema@.eo_outbox_create(
+    name pg_catalog.text,
+    schema pg_catalog.name DEFAULT NULL,
+    mode pg_catalog.text DEFAULT 'table',
+    slots pg_catalog.int4 DEFAULT 8,
+    partition_interval pg_catalog.interval DEFAULT '1 day',
+    premake pg_catalog.int4 DEFAULT 4,
+    retention pg_catalog.interval DEFAULT '7 days',
+    notify pg_catalog.bool DEFAULT true)
+RETURNS pg_catalog.regclass
+AS 'MODULE_PATHNAME', 'eo_outbox_create'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_outbox_drop(name pg_catalog.text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_outbox_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_outbox_maintain(
+    OUT outbox pg_catalog.text,
+    OUT action pg_catalog.text,
+    OUT partition pg_catalog.text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_outbox_maintain'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_group_create(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    start_at pg_catalog.text DEFAULT 'beginning')
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_group_create'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_group_drop(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_group_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---- producing ----
+
+CREATE FUNCTION @extschema@.eo_emit(
+    outbox pg_catalog.text,
+    aggregatetype pg_catalog.text,
+    aggregateid pg_catalog.text,
+    type pg_catalog.text,
+    payload pg_catalog.jsonb,
+    headers pg_catalog.jsonb DEFAULT NULL)
+RETURNS pg_catalog.uuid
+AS 'MODULE_PATHNAME', 'eo_emit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The statement trigger every table-mode outbox gets: one NOTIFY per
+-- transaction on the outbox's channel.
+CREATE FUNCTION @extschema@.eo_outbox_notify()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'eo_outbox_notify'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---- relaying ----
+
+CREATE FUNCTION @extschema@.eo_relay_fetch(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    max_events pg_catalog.int4 DEFAULT 1000,
+    lease pg_catalog.interval DEFAULT '30 seconds',
+    OUT lease_token pg_catalog.int8,
+    OUT slot pg_catalog.int4,
+    OUT seq pg_catalog.int8,
+    OUT id pg_catalog.uuid,
+    OUT aggregatetype pg_catalog.text,
+    OUT aggregateid pg_catalog.text,
+    OUT type pg_catalog.text,
+    OUT payload pg_catalog.jsonb,
+    OUT headers pg_catalog.jsonb,
+    OUT created_at pg_catalog.timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_relay_fetch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+
+CREATE FUNCTION @extschema@.eo_relay_ack(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    lease_token pg_catalog.int8)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'eo_relay_ack'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_relay_extend(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    lease_token pg_catalog.int8,
+    lease pg_catalog.interval)
+RETURNS pg_catalog.timestamptz
+AS 'MODULE_PATHNAME', 'eo_relay_extend'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_relay_release(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    lease_token pg_catalog.int8)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_relay_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---- monitoring ----
+
+CREATE FUNCTION @extschema@.eo_outbox_stats(
+    OUT outbox pg_catalog.text,
+    OUT consumer_group pg_catalog.text,
+    OUT slots pg_catalog.int4,
+    OUT leased_slots pg_catalog.int4,
+    OUT backlog pg_catalog.int8,
+    OUT oldest_unacked_at pg_catalog.timestamptz,
+    OUT lag pg_catalog.interval,
+    OUT holds_retention pg_catalog.bool,
+    OUT last_fetch_at pg_catalog.timestamptz,
+    OUT last_ack_at pg_catalog.timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_outbox_stats'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Per outbox and consumer group: events not yet acknowledged (backlog),
+-- the age of the oldest of them (lag), and whether the group keeps a
+-- partition past retention from being dropped.
+CREATE VIEW @extschema@.eo_outbox_status AS
+SELECT * FROM @extschema@.eo_outbox_stats();
+
+-- Nothing for PUBLIC.  Producers need EXECUTE on eo_emit and INSERT on the
+-- outbox table; relays EXECUTE on the eo_relay_* functions and SELECT on
+-- the outbox table; administrators the rest (see README, "Outbox").
+REVOKE ALL ON FUNCTION @extschema@.eo_outbox_create(pg_catalog.text, pg_catalog.name, pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.int4, pg_catalog.interval, pg_catalog.bool) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_outbox_drop(pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_outbox_maintain() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_group_create(pg_catalog.text, pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_group_drop(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_emit(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_outbox_notify() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_fetch(pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack(pg_catalog.text, pg_catalog.text, pg_catalog.int8) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_release(pg_catalog.text, pg_catalog.text, pg_catalog.int8) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_outbox_stats() FROM PUBLIC;
+REVOKE ALL ON TABLE @extschema@.eo_outbox_status FROM PUBLIC;
