@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# bench/run.sh -- eo's benchmark suite: eo against what users would write
+# instead, side by side, on one throwaway server.  Benchmarks, not tests:
+# nothing here fails for being slow.
+#
+# Usage, as root on a fresh Debian 12 machine, from a clone of the repository:
+#
+#     bash bench/run.sh
+#
+# It installs what is missing (apt-get update, then postgresql-15,
+# postgresql-server-dev-15, postgresql-15-pgq3, postgresql-15-partman,
+# gnuplot-nox, python3, make, gcc), builds eo from a copy of the tree and
+# installs it into a private copy of the PostgreSQL installation (so that an
+# eo installed system-wide meanwhile cannot change what is measured; the
+# system installation is not touched), starts a scratch server from it as
+# user postgres (temp dir, Unix socket only, synchronous_commit = on, fsync
+# on, shared_preload_libraries = 'eo'), runs the contenders, stops the
+# server and removes the scratch dir.
+# The default run (3 rounds x 26 runs x 8 s) takes about 12 minutes on 2 cores.
+#
+# Output: bench/results/<timestamp>/ with runs.csv (one line per pgbench run),
+# pgbench/ (each run's pgbench output),
+# medians.csv, summary.md (medians, the targets of issue 5 as met/missed) and
+# chart.png; summary and chart are also copied to bench/RESULTS.md and
+# bench/RESULTS.png.
+#
+# Settings (environment):
+#   ROUNDS=3          rounds; each runs every contender once, the order
+#                     alternating (ABC.., ..CBA, ABC..) so drift cancels out
+#   DURATION=8        seconds per pgbench run
+#   CLIENTS="1 8"     client counts
+#   DUP_PCT=10        share of duplicate deliveries, in percent
+#   STORM_PCT=50      duplicate share of the redelivery-storm runs
+#   CONTENDERS="..."  contenders at DUP_PCT (default: all, see bench/scripts/;
+#                     eo_emit runs only if eo has eo_outbox_create and eo_emit)
+#   STORM_CONTENDERS="hand eo"   contenders also run at STORM_PCT
+#   NACCOUNTS=10000   rows in the business table
+#   WARMUP=3          seconds of warm-up load before the first round
+#   SEED=20241129     pgbench --random-seed (the same delivery stream everywhere)
+#   BENCH_SKIP_BUILD=1  benchmark the eo installed in the system (no build)
+#   BENCH_NOTE="..."  a line printed at the top of the summary
+#   EO_KEEP=1         keep the scratch directory (server log, data directory)
+# A quick smoke run: ROUNDS=1 DURATION=2 bash bench/run.sh
+set -euo pipefail
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-8}
+CLIENTS=${CLIENTS-"1 8"}
+DUP_PCT=${DUP_PCT:-10}
+STORM_PCT=${STORM_PCT:-50}
+CONTENDERS=${CONTENDERS-"floor hand hand_min hand_outbox hand_pgq one_write eo eo_noresult eo_emit eo_lease hand_lease"}
+STORM_CONTENDERS=${STORM_CONTENDERS-"hand eo"}
+NACCOUNTS=${NACCOUNTS:-10000}
+WARMUP=${WARMUP:-3}
+SEED=${SEED:-20241129}
+JOBS=${JOBS:-1}                 # pgbench threads
+BENCH_DB=bench
+TODO_NOTES=()
+
+# The tables each contender keeps its keys in, as a LIKE pattern on the
+# table name (for the duplicate-share check and the dead-version count); "-"
+# for none.  eo's key store may be split over several tables (time
+# generations): EO_KEY_TABLES matches all of them.
+EO_KEY_TABLES=${EO_KEY_TABLES:-'eo\_keys%'}
+declare -A KEY_TABLE=(
+    [floor]=- [hand]=processed [hand_min]=processed_min [hand_outbox]=processed
+    [hand_pgq]=processed [one_write]=processed [eo]=$EO_KEY_TABLES
+    [eo_noresult]=$EO_KEY_TABLES [eo_emit]=$EO_KEY_TABLES [eo_lease]=$EO_KEY_TABLES
+    [hand_lease]=processed_lease
+)
+
+# ---------------------------------------------------------------------------
+# Setup
+
+setup_database() {
+    log "creating the benchmark database"
+    "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $BENCH_DB"
+    bq -f "$BENCH_DIR/setup.sql" >/dev/null
+    HAVE_PGQ=0
+    if bq -c "SELECT 1 FROM pg_available_extensions WHERE name = 'pgq'" | grep -q 1; then
+        bq -f "$BENCH_DIR/setup_pgq.sql" >/dev/null
+        HAVE_PGQ=1
+    fi
+    setup_eo_emit
+}
+
+# HOOK: eo with an emitted event (targets: 1.1x hand_outbox, 1.2x hand_pgq).
+# Runs only once the installed eo has the outbox API of DESIGN.md
+# (eo_outbox_create, eo_emit); adapt the calls here and in
+# scripts/eo_emit.sql if the outbox issue settles on other signatures.
+HAVE_EMIT=0
+EMIT_SQL="SELECT eo_outbox_create('bench_outbox');
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO bench_app;
+GRANT INSERT ON bench_outbox TO bench_app;"
+setup_eo_emit() {
+    local n
+    n=$(bq -c "SELECT count(DISTINCT proname) FROM pg_proc
+               WHERE proname IN ('eo_emit', 'eo_outbox_create')")
+    if [ "$n" != 2 ]; then
+        TODO_NOTES+=("eo + emit (eo_emit vs hand_outbox and PgQ): eo_emit/eo_outbox_create do not exist yet; scripts/eo_emit.sql is ready and run.sh enables it by itself once they do")
+        return 0
+    fi
+    if bq -c "$EMIT_SQL" >/dev/null; then
+        HAVE_EMIT=1
+    else
+        TODO_NOTES+=("eo + emit: eo_outbox_create('bench_outbox') failed; adapt EMIT_SQL in run.sh")
+    fi
+}
+
+contender_available() {
+    case $1 in
+        hand_pgq) [ "$HAVE_PGQ" = 1 ] ;;
+        eo_emit) [ "$HAVE_EMIT" = 1 ] ;;
+        *) [ -f "$BENCH_DIR/scripts/$1.sql" ] ;;
+    esac
+}
+
+# Each contender's pgbench script: the shared delivery stream + its own part.
+make_scripts() {
+    mkdir -p "$EO_TMP/scripts" "$EO_TMP/logs"
+    local f
+    for f in "$BENCH_DIR"/scripts/[a-z]*.sql; do
+        cat "$BENCH_DIR/scripts/_delivery.sql" "$f" >"$EO_TMP/scripts/$(basename "$f")"
+    done
+}
+
+# ---------------------------------------------------------------------------
+# One run
+
+# The same starting point for every run: empty key tables (eo's by DROP and
+# CREATE EXTENSION, whatever its storage layout), fresh accounts, a
+# checkpoint (so each run pays the same full-page images), zeroed
+# statistics.  Only accounts is vacuumed: a key table vacuumed or analyzed
+# while empty gets reltuples = 0, and the generic plans that -M prepared (and
+# eo's kept SPI plans) settle on after five executions would then scan it
+# sequentially for the rest of the run, slower with every key added.  A
+# truncated or new table keeps reltuples = -1 and gets index scans, as a
+# big table does in production; runs.csv counts key_seq_scans to prove it.
+reset_state() {
+    local contender=$1
+    {
+        echo "SET client_min_messages = warning;"
+        echo "DROP EXTENSION eo CASCADE;"
+        echo "DROP TABLE IF EXISTS bench_outbox CASCADE;"
+        echo "CREATE EXTENSION eo;"
+        echo "GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval),"
+        echo "    eo_complete(text, jsonb, bigint) TO bench_app;"
+        [ "$HAVE_EMIT" != 1 ] || echo "$EMIT_SQL"
+        echo "TRUNCATE accounts, processed, processed_min, processed_lease, outbox;"
+        echo "INSERT INTO accounts (id, balance) SELECT g, 0 FROM generate_series(1, $NACCOUNTS) g;"
+        if [ "$contender" = hand_pgq ]; then
+            echo "SELECT pgq.drop_queue('bench', true);"
+            echo "SELECT pgq.create_queue('bench');"
+        fi
+        echo "VACUUM (ANALYZE) accounts;"
+        echo "CHECKPOINT;"
+        echo "SELECT pg_stat_reset();"
+        echo "SELECT pg_stat_reset_shared('wal');"
+    } | bq >/dev/null
+}
+
+# pgbench's backends report their statistics as they exit: wait for them.
+wait_for_backends() {
+    local i
+    for i in $(seq 1 100); do
+        [ "$(bq -c "SELECT count(*) FROM pg_stat_activity
+                    WHERE application_name = 'pgbench'")" = 0 ] && return 0
+        sleep 0.1
+    done
+    echo "warning: pgbench backends still there after 10 s" >&2
+}
+
+run_one() {
+    local round=$1 pos=$2 contender=$3 clients=$4 dup=$5
+    local kt=${KEY_TABLE[$contender]} tag="r${round}_${contender}_c${clients}_d${dup}"
+    local out="$RESULTS/pgbench/$tag.txt" prefix="$EO_TMP/logs/$tag" rc=0 status=ok
+    local lsn0 stats key_rows=""
+
+    reset_state "$contender"
+    lsn0=$(bq -c "SELECT pg_current_wal_lsn()")
+    "$PGBIN/pgbench" -n -M prepared -c "$clients" -j "$JOBS" -T "$DURATION" \
+        --random-seed="$SEED" -D n=0 -D dup_pct="$dup" -D naccounts="$NACCOUNTS" \
+        --log --log-prefix="$prefix" -U bench_app -f "$EO_TMP/scripts/$contender.sql" "$BENCH_DB" >"$out" 2>&1 || rc=$?
+    wait_for_backends
+    if [ "$rc" != 0 ] || grep -qE 'aborted|^pgbench: error' "$out"; then
+        status="pgbench rc=$rc: $(grep -m1 -E 'error|abort' "$out" | tr ',\n' '; ' | cut -c1-200)"
+        status=${status:-pgbench rc=$rc}
+    fi
+    # WAL since lsn0, full-page images, dead versions (key table / all
+    # tables), dead tuples left, changes applied, sequential scans of the key
+    # table (should be 0), and then the rows in the key table.
+    stats=$(bq -F ' ' -c "
+        SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn0')::bigint,
+               (SELECT wal_fpi FROM pg_stat_wal),
+               coalesce(sum(n_tup_upd + n_tup_del) FILTER (WHERE relname LIKE '$kt'), 0),
+               coalesce(sum(n_tup_upd + n_tup_del), 0),
+               coalesce(sum(n_dead_tup), 0),
+               (SELECT sum(balance) FROM accounts),
+               coalesce(sum(seq_scan) FILTER (WHERE relname LIKE '$kt'), 0)
+          FROM pg_stat_user_tables")
+    [ "$kt" = - ] || key_rows=$(bq -c "SELECT bench_count_rows('$kt')")
+    read -r wal fpi kdead adead ndead changes kseq <<<"$stats"
+    [ "$kt" != - ] || kdead="" kseq=""
+    printf '  %-12s c=%-2s dup=%-3s ' "$contender" "$clients" "$dup"
+    python3 "$BENCH_DIR/analyze.py" row "$RESULTS/runs.csv" "$prefix" "$out" \
+        round="$round" pos="$pos" contender="$contender" clients="$clients" \
+        dup_pct="$dup" duration_s="$DURATION" status="$status" wal_bytes="$wal" \
+        wal_fpi="$fpi" key_table="$kt" key_rows="$key_rows" changes="$changes" \
+        key_dead_versions="$kdead" all_dead_versions="$adead" n_dead_tup_after="$ndead" key_seq_scans="$kseq"
+    # Effectively once: every fresh message changed an account exactly once.
+    if [ -n "$key_rows" ] && [ "$status" = ok ] && [ "$key_rows" != "$changes" ]; then
+        echo "  WARNING: $contender: $key_rows keys but $changes changes applied" >&2
+    fi
+    rm -f "$prefix".[0-9]*
+}
+
+# ---------------------------------------------------------------------------
+# The rounds
+
+JOB_LIST=()
+plan_jobs() {
+    local c x
+    for c in $CLIENTS; do
+        for x in $CONTENDERS; do
+            contender_available "$x" && JOB_LIST+=("$x $c $DUP_PCT")
+        done
+        for x in $STORM_CONTENDERS; do
+            contender_available "$x" && JOB_LIST+=("$x $c $STORM_PCT")
+        done
+    done
+}
+
+warm_up() {
+    [ "$WARMUP" -gt 0 ] || return 0
+    log "warm-up: ${WARMUP} s"
+    reset_state eo
+    local args=() x
+    for x in $CONTENDERS; do
+        case $x in hand_pgq | eo_emit) continue ;; esac   # their reset is special
+        contender_available "$x" && args+=(-f "$EO_TMP/scripts/$x.sql")
+    done
+    "$PGBIN/pgbench" -n -M prepared -c 2 -j 1 -T "$WARMUP" -D n=0 -D dup_pct="$DUP_PCT" \
+        -D naccounts="$NACCOUNTS" -U bench_app "${args[@]}" "$BENCH_DB" >/dev/null 2>&1 ||
+        die "warm-up pgbench failed: run with ROUNDS=1 DURATION=2 and look at the scripts"
+    wait_for_backends
+}
+
+run_rounds() {
+    local r i n=${#JOB_LIST[@]} order
+    log "${ROUNDS} rounds x ${n} runs x ${DURATION} s"
+    for r in $(seq 1 "$ROUNDS"); do
+        log "round $r of $ROUNDS ($(date +%H:%M:%S))"
+        if [ $((r % 2)) = 1 ]; then order=$(seq 0 $((n - 1))); else order=$(seq $((n - 1)) -1 0); fi
+        local pos=0
+        for i in $order; do
+            # shellcheck disable=SC2086  # "contender clients dup"
+            run_one "$r" "$pos" ${JOB_LIST[$i]}
+            pos=$((pos + 1))
+        done
+    done
+}
+
+# ---------------------------------------------------------------------------
+# Hooks for the parts of issue 5 that need eo features still being built
+# (relay, partitioned key store, worker).  They measure nothing yet: each
+# one records in the summary that it did not run.  Replace a body when its
+# feature has landed (and is tested), and add its figures to analyze.py.
+
+# TODO(relay): drain the same 400,000 pre-loaded events three ways and
+# report events/s and WAL bytes per event: eo's relay (a consumer group on
+# an eo_outbox_create outbox, eo_relay_fetch + eo_relay_ack in a loop, N
+# relay processes), PgQ batch consumption (a pgqd-style ticker via
+# pgq.ticker(), pgq.next_batch / get_batch_events / finish_batch), and the
+# hand-written relay (SELECT ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED,
+# then UPDATE outbox SET sent_at = now() for those ids).
+bench_relay() {
+    TODO_NOTES+=("relay consumption (eo relay vs PgQ batches vs FOR UPDATE SKIP LOCKED + UPDATE, 400,000 events): hook only (bench_relay in run.sh); needs eo's relay API")
+}
+
+# TODO(retention): 1,000,000 expired keys removed by eo's partition drop vs
+# DELETE + VACUUM vs pg_partman 4.x retention (postgresql-15-partman is
+# installed for it): time, WAL bytes, table size after, and the p99 of a
+# pgbench claim load (scripts/eo_noresult.sql) running meanwhile.
+bench_retention() {
+    TODO_NOTES+=("retention (partition drop vs DELETE+VACUUM vs pg_partman 4.x, 1,000,000 expired keys): hook only (bench_retention in run.sh); needs eo's time-partitioned key store with retention")
+}
+
+# TODO(scale): claims/s of the eo and eo_noresult contenders with 10,000 vs
+# 10,000,000 keys already stored (bulk-load keys through eo_claim in large
+# transactions, VACUUM ANALYZE, then the usual run without the reset).
+bench_scale() {
+    TODO_NOTES+=("scale (claims/s at 10,000 vs 10,000,000 stored keys): hook only (bench_scale in run.sh); waits for the partitioned key store, whose lookup across partitions is what it measures")
+}
+
+# TODO(reclaim): lease reclaim delay with the worker on: claim N keys with a
+# short lease and never complete them; poll eo_status until each is
+# 'failed'; p50/p99 of (seen failed at - lease_expires_at), against the
+# DESIGN bound lease + 2 x eo.naptime.
+bench_reclaim() {
+    TODO_NOTES+=("lease reclaim delay (p50/p99 after expiry, worker on): hook only (bench_reclaim in run.sh); needs the worker's lease reclaim")
+}
+
+# ---------------------------------------------------------------------------
+
+write_meta() {
+    local todo
+    todo=$(printf '%s|' "${TODO_NOTES[@]}")
+    cat >"$RESULTS/meta.txt" <<EOF
+started=$STARTED
+rounds=$ROUNDS
+duration=$DURATION
+clients=$CLIENTS
+dup_pct=$DUP_PCT
+storm_pct=$STORM_PCT
+naccounts=$NACCOUNTS
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+ncpu=$(nproc)
+loadavg=$LOADAVG
+postgres=$PG_VERSION
+eo_version=$EO_VERSION
+note=${BENCH_NOTE:-}
+todo=$todo
+EOF
+}
+
+main() {
+    bench_packages
+    make_scratch
+    EO_VERSION="$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+    [ "${BENCH_SKIP_BUILD:-0}" = 1 ] && EO_VERSION="as installed in the system" ||
+        EO_VERSION="$EO_VERSION (working tree at build time)"
+    bench_build_install
+    STARTED=$(date '+%Y-%m-%d %H:%M:%S %Z')
+    LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+    RESULTS="$BENCH_DIR/results/$(date +%Y%m%d-%H%M%S)"
+    mkdir -p "$RESULTS/pgbench"
+    bench_start_server
+    setup_database
+    make_scripts
+    plan_jobs
+    warm_up
+    run_rounds
+    PG_VERSION=$(bq -c 'SELECT version()' | sed 's/ on .*//')
+    bench_relay
+    bench_retention
+    bench_scale
+    bench_reclaim
+    stop_server
+    write_meta
+    log "summary"
+    local rc=0
+    python3 "$BENCH_DIR/analyze.py" summary "$RESULTS/runs.csv" "$RESULTS" "$RESULTS/meta.txt" || rc=$?
+    # shellcheck disable=SC2016  # the backquotes are markdown
+    sed 's#(chart.png)#(RESULTS.png)#; s#`runs.csv` (one#`results/'"$(basename "$RESULTS")"'/runs.csv` (one#' \
+        "$RESULTS/summary.md" >"$BENCH_DIR/RESULTS.md"
+    cp "$RESULTS/chart.png" "$BENCH_DIR/RESULTS.png"
+    cat "$RESULTS/summary.md"
+    echo
+    echo "results: $RESULTS (copied to bench/RESULTS.md, bench/RESULTS.png)"
+    [ "$rc" = 0 ] || echo "some runs failed: see the summary" >&2
+    return "$rc"
+}
+
+main "$@"
