@@ -6,6 +6,7 @@ MODULE_big = eo
 OBJS = \
 	src/eo.o \
 	src/validate.o \
+	src/objects.o \
 	src/partition.o \
 	src/keystore.o \
 	src/claim.o \

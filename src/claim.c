@@ -195,6 +195,17 @@ set_claim(EoKey *row, const ClaimRequest *req)
 		row->fingerprint = req->fingerprint;
 }
 
+/* The claim is written: the caller holds the key. */
+static bool
+claimed(const ClaimRequest *req, ClaimOutcome *out)
+{
+	if (!req->lease_mode)
+		remember_held(&out->row);
+	out->status = "claimed";
+	out->show_token = true;
+	return true;
+}
+
 static bool
 claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 {
@@ -206,13 +217,7 @@ claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 	row->attempts = 1;
 	row->created_at = req->now;
 	set_claim(row, req);
-	if (!eo_ks_insert(row))
-		return false;
-	if (!req->lease_mode)
-		remember_held(row);
-	out->status = "claimed";
-	out->show_token = true;
-	return true;
+	return eo_ks_insert(row) && claimed(req, out);
 }
 
 /* A failed key that is due, or an expired lease: a new attempt. */
@@ -223,13 +228,7 @@ claim_again(const ClaimRequest *req, ClaimOutcome *out)
 
 	row->attempts++;
 	set_claim(row, req);
-	if (!eo_ks_update(row))
-		return false;
-	if (!req->lease_mode)
-		remember_held(row);
-	out->status = "claimed";
-	out->show_token = true;
-	return true;
+	return eo_ks_update(row) && claimed(req, out);
 }
 
 /* Out of attempts: the key goes to the dead state. */

@@ -73,6 +73,18 @@ typedef struct EoKey
 	ItemPointerData tid;
 } EoKey;
 
+/* objects.c: eo's own tables and their owner */
+typedef struct EoIdentity
+{
+	Oid			userid;
+	int			sec_context;
+} EoIdentity;
+
+extern Oid	eo_own_table(Oid nsp, const char *relname);
+extern Oid	eo_relation_owner(Oid relid);
+extern void eo_become_owner(Oid owner, EoIdentity *saved);
+extern void eo_restore_identity(const EoIdentity *saved);
+
 /* validate.c: each raises one clear error or returns the checked value */
 extern text *eo_check_key(Datum value, bool isnull);
 extern text *eo_check_fingerprint(Datum value, bool isnull);

@@ -85,8 +85,7 @@ static MemoryContext ks_context = NULL;	/* names and plans of gens[] */
 static bool callback_registered = false;
 
 /* The caller's identity while eo_ks_open() has switched to the owner. */
-static Oid	saved_userid;
-static int	saved_sec_context;
+static EoIdentity caller_identity;
 static MemoryContext caller_context;
 
 /* Columns every generation query returns, in ks_read_row() order. */
@@ -136,7 +135,6 @@ static void
 ks_load_static(void)
 {
 	Oid			nsp = get_extension_schema(get_extension_oid("eo", false));
-	HeapTuple	tup;
 	Oid			argtypes[1] = {INT4OID};
 	MemoryContext old;
 
@@ -148,20 +146,9 @@ ks_load_static(void)
 		callback_registered = true;
 	}
 
-	store.registry_relid = get_relname_relid("eo_generations", nsp);
-	store.token_seq_relid = get_relname_relid("eo_lease_token_seq", nsp);
-	if (!OidIsValid(store.registry_relid) || !OidIsValid(store.token_seq_relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("eo's tables are missing from schema \"%s\"",
-						get_namespace_name(nsp)),
-				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
-
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(store.registry_relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "eo: cache lookup failed for relation %u", store.registry_relid);
-	store.table_owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
+	store.registry_relid = eo_own_table(nsp, "eo_generations");
+	store.token_seq_relid = eo_own_table(nsp, "eo_lease_token_seq");
+	store.table_owner = eo_relation_owner(store.registry_relid);
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	store.schema = pstrdup(get_namespace_name(nsp));
@@ -300,17 +287,14 @@ eo_ks_open(EoKsMode mode)
 	 */
 	AcceptInvalidationMessages();
 
-	GetUserIdAndSecContext(&saved_userid, &saved_sec_context);
-	SetUserIdAndSecContext(store.table_owner,
-						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
+	eo_become_owner(store.table_owner, &caller_identity);
 	ks_load_generations();
 }
 
 void
 eo_ks_close(void)
 {
-	SetUserIdAndSecContext(saved_userid, saved_sec_context);
+	eo_restore_identity(&caller_identity);
 	SPI_finish();
 }
 

@@ -107,9 +107,8 @@ static bool callback_registered = false;
 /* The identity in force before eo_ob_open() switched to the owner. */
 typedef struct SavedIdentity
 {
-	Oid			userid;
-	int			sec_context;
-	int			depth;
+	EoIdentity	identity;
+	int			depth;			/* transaction nest level it was saved at */
 } SavedIdentity;
 
 static SavedIdentity saved[8];
@@ -212,7 +211,6 @@ load_store(void)
 {
 	Oid			nsp = get_extension_schema(get_extension_oid("eo", false));
 	HASHCTL		ctl;
-	HeapTuple	tup;
 	Oid			types[1] = {TEXTOID};
 
 	if (!callback_registered)
@@ -222,25 +220,9 @@ load_store(void)
 	}
 	reset_cache();
 
-	store.registry_relid = get_relname_relid("eo_outboxes", nsp);
-	if (!OidIsValid(store.registry_relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("eo's outbox registry is missing from schema \"%s\"",
-						get_namespace_name(nsp)),
-				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
-	store.token_seq = get_relname_relid("eo_outbox_token_seq", nsp);
-	if (!OidIsValid(store.token_seq))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("eo's relay token sequence is missing from schema \"%s\"",
-						get_namespace_name(nsp)),
-				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(store.registry_relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "eo: cache lookup failed for relation %u", store.registry_relid);
-	store.owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
+	store.registry_relid = eo_own_table(nsp, "eo_outboxes");
+	store.token_seq = eo_own_table(nsp, "eo_outbox_token_seq");
+	store.owner = eo_relation_owner(store.registry_relid);
 	store.schema = MemoryContextStrdup(CacheContext,
 									   quote_identifier(get_namespace_name(nsp)));
 
@@ -286,11 +268,8 @@ eo_ob_open(void)
 
 	if (open_depth >= lengthof(saved))
 		elog(ERROR, "eo: outbox calls nested too deeply");
-	GetUserIdAndSecContext(&saved[open_depth].userid, &saved[open_depth].sec_context);
 	saved[open_depth].depth = GetCurrentTransactionNestLevel();
-	SetUserIdAndSecContext(store.owner,
-						   saved[open_depth].sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
+	eo_become_owner(store.owner, &saved[open_depth].identity);
 	open_depth++;
 }
 
@@ -298,7 +277,7 @@ void
 eo_ob_close(void)
 {
 	open_depth--;
-	SetUserIdAndSecContext(saved[open_depth].userid, saved[open_depth].sec_context);
+	eo_restore_identity(&saved[open_depth].identity);
 	SPI_finish();
 }
 
@@ -347,7 +326,7 @@ static Oid
 caller_id(void)
 {
 	Assert(open_depth > 0);
-	return saved[open_depth - 1].userid;
+	return saved[open_depth - 1].identity.userid;
 }
 
 /* Re-read one outbox from the registry; false if it is not there. */

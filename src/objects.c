@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ * objects.c
+ *	  Finding eo's own tables, and acting as their owner.
+ *
+ * The key store (keystore.c) and the outbox (outbox.c) both find their
+ * tables through the extension's schema and run their statements as the
+ * tables' owner, so that callers need no privileges on the tables.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "eo.h"
+
+/* The table `relname` in eo's schema `nsp`; a clear error if it is gone. */
+Oid
+eo_own_table(Oid nsp, const char *relname)
+{
+	Oid			relid = get_relname_relid(relname, nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("eo's relation \"%s\" is missing from schema \"%s\"",
+						relname, get_namespace_name(nsp)),
+				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
+	return relid;
+}
+
+Oid
+eo_relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "eo: cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Act as `owner` until eo_restore_identity(saved).  Restricted, so that no
+ * user code (a trigger someone added) can run with the owner's rights.  An
+ * error in between needs no cleanup: (sub)transaction abort restores the
+ * identity.
+ */
+void
+eo_become_owner(Oid owner, EoIdentity *saved)
+{
+	GetUserIdAndSecContext(&saved->userid, &saved->sec_context);
+	SetUserIdAndSecContext(owner, saved->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
+
+void
+eo_restore_identity(const EoIdentity *saved)
+{
+	SetUserIdAndSecContext(saved->userid, saved->sec_context);
+}
