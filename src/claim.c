@@ -206,18 +206,29 @@ claimed(const ClaimRequest *req, ClaimOutcome *out)
 	return true;
 }
 
-static bool
+/*
+ * Insert the key unless a live generation holds it; then `out->row` is the
+ * row written or found.
+ */
+static EoKsClaim
 claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 {
-	EoKey	   *row = &out->row;
+	EoKey		row;
+	EoKsClaim	result;
 
-	memset(row, 0, sizeof(*row));
-	row->key = req->key;
-	row->owner = req->caller;
-	row->attempts = 1;
-	row->created_at = req->now;
-	set_claim(row, req);
-	return eo_ks_insert(row) && claimed(req, out);
+	memset(&row, 0, sizeof(row));
+	row.key = req->key;
+	row.owner = req->caller;
+	row.attempts = 1;
+	row.created_at = req->now;
+	set_claim(&row, req);
+	result = eo_ks_claim(&row, &out->row);
+	if (result == EO_KS_INSERTED)
+	{
+		out->row = row;
+		claimed(req, out);
+	}
+	return result;
 }
 
 /* A failed key that is due, or an expired lease: a new attempt. */
@@ -288,8 +299,8 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 }
 
 /*
- * Look the key up in every live generation first: a new key may be
- * inserted only once no generation holds it (keystore.c).
+ * A new key is inserted only if no live generation holds it (one statement,
+ * keystore.c); otherwise decide on the row found.
  */
 static void
 claim_key(ClaimRequest *req, ClaimOutcome *out)
@@ -299,15 +310,19 @@ claim_key(ClaimRequest *req, ClaimOutcome *out)
 		CHECK_FOR_INTERRUPTS();
 		req->now = GetCurrentTimestamp();
 		out->show_token = false;
-		if (eo_ks_find(req->key, &out->row))
+		switch (claim_new_key(req, out))
 		{
-			check_owner(&out->row, req->caller);
-			check_fingerprint(&out->row, req->fingerprint);
-			if (claim_existing(req, out))
+			case EO_KS_INSERTED:
 				return;
+			case EO_KS_FOUND:
+				check_owner(&out->row, req->caller);
+				check_fingerprint(&out->row, req->fingerprint);
+				if (claim_existing(req, out))
+					return;
+				break;
+			case EO_KS_RACED:
+				break;
 		}
-		else if (claim_new_key(req, out))
-			return;
 		/* Lost a race: the other writer has finished by now; look again. */
 	}
 }

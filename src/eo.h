@@ -121,6 +121,15 @@ extern void eo_ks_open(EoKsMode mode);
 extern void eo_ks_close(void);
 extern bool eo_ks_find(text *key, EoKey *row);
 extern bool eo_ks_insert(EoKey *row);
+
+typedef enum EoKsClaim
+{
+	EO_KS_INSERTED,				/* the new row is written */
+	EO_KS_FOUND,				/* a live generation holds the key */
+	EO_KS_RACED					/* a concurrent claim finished: look again */
+} EoKsClaim;
+
+extern EoKsClaim eo_ks_claim(EoKey *row, EoKey *found);
 extern bool eo_ks_update(EoKey *row);
 extern int64 eo_ks_next_token(void);
 extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,

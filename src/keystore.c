@@ -78,6 +78,7 @@ typedef struct KeyStore
 	Generation	gens[EO_MAX_LIVE_GENERATIONS];	/* newest (current) first */
 	SPIPlanPtr	find_plan;
 	SPIPlanPtr	insert_plan;
+	SPIPlanPtr	claim_plan;
 } KeyStore;
 
 static KeyStore store;
@@ -178,16 +179,16 @@ ks_forget_generations(void)
 	}
 	ks_free_plan(&store.find_plan);
 	ks_free_plan(&store.insert_plan);
+	ks_free_plan(&store.claim_plan);
 	store.ngens = 0;
 	MemoryContextReset(ks_context);
 }
 
 /* One SELECT over every live generation, newest first, stopping at a hit. */
-static void
-ks_prepare_find(void)
+static char *
+ks_find_sql(void)
 {
 	StringInfoData sql;
-	Oid			argtypes[1] = {TEXTOID};
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT * FROM (");
@@ -197,7 +198,43 @@ ks_prepare_find(void)
 						 i > 0 ? " UNION ALL " : "",
 						 store.gens[i].gen, store.gens[i].table);
 	appendStringInfoString(&sql, ") k LIMIT 1");
-	store.find_plan = ks_prepare(sql.data, 1, argtypes);
+	return sql.data;
+}
+
+#define INSERT_COLUMNS \
+	"key, owner, state, fingerprint, result, attempts, lease_token, " \
+	"lease_expires_at, last_error, created_at, updated_at"
+
+/*
+ * A claim in one statement: look the key up in every live generation and,
+ * only if no generation holds it, insert it into the current one (ON
+ * CONFLICT DO NOTHING).  Returns the new row's ctid, if inserted, then the
+ * row found, if any; both NULL means a concurrent claimer of the key
+ * committed while we waited for it, and the caller looks again.
+ */
+static void
+ks_prepare_claim(void)
+{
+	Oid			argtypes[11] = {TEXTOID, OIDOID, CHAROID, TEXTOID, JSONBOID,
+		INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+
+	store.claim_plan = ks_prepare(psprintf(
+										   "WITH f AS MATERIALIZED (%s),"
+										   " i AS (INSERT INTO %s (" INSERT_COLUMNS ")"
+										   "   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11"
+										   "   WHERE NOT EXISTS (SELECT FROM f)"
+										   "   ON CONFLICT (key) DO NOTHING RETURNING ctid)"
+										   " SELECT (SELECT ctid FROM i) AS new_ctid, f.*"
+										   " FROM (VALUES (1)) one LEFT JOIN f ON true",
+										   ks_find_sql(), store.gens[0].table), 11, argtypes);
+}
+
+static void
+ks_prepare_find(void)
+{
+	Oid			argtypes[1] = {TEXTOID};
+
+	store.find_plan = ks_prepare(ks_find_sql(), 1, argtypes);
 }
 
 static void
@@ -207,9 +244,8 @@ ks_prepare_insert(void)
 		INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 	store.insert_plan = ks_prepare(psprintf(
-											"INSERT INTO %s (key, owner, state, fingerprint, result,"
-											" attempts, lease_token, lease_expires_at, last_error, created_at,"
-											" updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+											"INSERT INTO %s (" INSERT_COLUMNS ")"
+											" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 											" ON CONFLICT (key) DO NOTHING RETURNING ctid",
 											store.gens[0].table), 11, argtypes);
 }
@@ -256,6 +292,7 @@ ks_load_generations(void)
 
 		ks_prepare_find();
 		ks_prepare_insert();
+		ks_prepare_claim();
 	}
 }
 
@@ -415,13 +452,9 @@ ks_new_location(EoKey *row, int32 gen)
  * there (after waiting for its writer).  Callers look the key up first.
  * On success row->gen and row->tid say where the row is.
  */
-bool
-eo_ks_insert(EoKey *row)
+static void
+ks_insert_params(const EoKey *row, Datum *values, char *nulls)
 {
-	Datum		values[11];
-	char		nulls[11];
-	int			rc;
-
 	PARAM(PointerGetDatum(row->key), false, 0);
 	PARAM(ObjectIdGetDatum(row->owner), false, 1);
 	PARAM(CharGetDatum(row->state), false, 2);
@@ -433,11 +466,57 @@ eo_ks_insert(EoKey *row)
 	PARAM(PointerGetDatum(row->last_error), row->last_error == NULL, 8);
 	PARAM(TimestampTzGetDatum(row->created_at), false, 9);
 	PARAM(TimestampTzGetDatum(row->updated_at), false, 10);
+}
 
+bool
+eo_ks_insert(EoKey *row)
+{
+	Datum		values[11];
+	char		nulls[11];
+	int			rc;
+
+	ks_insert_params(row, values, nulls);
 	rc = SPI_execute_plan(store.insert_plan, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "eo: key insert failed: %s", SPI_result_code_string(rc));
 	return ks_new_location(row, store.gens[0].gen);
+}
+
+/*
+ * Claim a new key: insert `row` unless a live generation holds the key, in
+ * which case `found` is that row.  With the latest snapshot, as
+ * eo_ks_find.
+ */
+EoKsClaim
+eo_ks_claim(EoKey *row, EoKey *found)
+{
+	Datum		values[11];
+	char		nulls[11];
+	int			rc;
+	bool		isnull;
+	Datum		d;
+
+	ks_insert_params(row, values, nulls);
+	rc = SPI_execute_snapshot(store.claim_plan, values, nulls, GetLatestSnapshot(),
+							  InvalidSnapshot, false, false, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "eo: key claim failed: %s", SPI_result_code_string(rc));
+
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+	{
+		row->gen = store.gens[0].gen;
+		row->tid = *DatumGetItemPointer(d);
+		return EO_KS_INSERTED;
+	}
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (isnull)
+		return EO_KS_RACED;
+	found->gen = DatumGetInt32(d);
+	ks_read_row(found, 3);
+	found->key = row->key;
+	ks_check_serializable(found);
+	return EO_KS_FOUND;
 }
 
 static Generation *
