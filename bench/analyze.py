@@ -7,11 +7,19 @@
       per-transaction logs (LOG_PREFIX.*), and the per-message figures
       derived from the server counters passed as key=value.
 
+  analyze.py lat LOG_PREFIX PGBENCH_OUT [FROM TO]
+      key=value latency figures of one pgbench run (txns, tps, p50/p99/max
+      ms), and with FROM/TO (epoch seconds) of the transactions in flight
+      at some moment of [FROM, TO] (op_n, op_p99_ms, op_max_ms).
+
   analyze.py summary CSV OUTDIR META
       Medians per contender, the medians of pairwise ratios (each ratio taken
       within one round, same clients and duplicate share), the targets of
       issue 5 marked met/missed, medians.csv, summary.md and chart.png
-      (gnuplot).  META is a file of key=value lines describing the run.
+      (gnuplot); plus the sections and targets of the other parts from the
+      CSVs that bench/parts.sh wrote into OUTDIR (relay.csv, retention_*.csv,
+      scale.csv, reclaim.csv).  META is a file of key=value lines describing
+      the run.
 """
 import csv
 import glob
@@ -121,8 +129,43 @@ def cmd_row(csv_path, log_prefix, pgbench_out, pairs):
 
 
 def load(csv_path):
+    if not os.path.exists(csv_path):
+        return []
     with open(csv_path, newline="") as f:
         return [r for r in csv.DictReader(f)]
+
+
+def cmd_lat(log_prefix, pgbench_out, t_from=None, t_to=None):
+    """Latency of a pgbench run from its per-transaction logs: all
+    transactions, and (with t_from/t_to, epoch seconds) those that were in
+    flight at some moment of [t_from, t_to].  Prints key=value pairs."""
+    txns = []      # (start, end, latency_us)
+    for path in glob.glob(log_prefix + ".[0-9]*"):
+        with open(path) as f:
+            for line in f:
+                p = line.split()
+                # client_id transaction_no time_us script_no epoch epoch_us
+                if len(p) >= 6 and p[2].isdigit():
+                    end = int(p[4]) + int(p[5]) / 1e6
+                    txns.append((end - int(p[2]) / 1e6, end, int(p[2])))
+    out = open(pgbench_out, encoding="utf-8", errors="replace").read() if pgbench_out else ""
+    m = re.search(r"^tps = ([\d.]+) \(without initial connection time\)", out, re.M)
+    res = {"txns": len(txns), "tps": m.group(1) if m else "nan"}
+    if txns:
+        res["first_s"] = f"{min(t[0] for t in txns):.3f}"
+        res["last_s"] = f"{max(t[1] for t in txns):.3f}"
+
+    def stats(prefix, sel):
+        lat = sorted(t[2] for t in sel)
+        res[prefix + "n"] = len(lat)
+        for k, v in (("p50_ms", pct(lat, 50)), ("p99_ms", pct(lat, 99)),
+                     ("max_ms", lat[-1] if lat else float("nan"))):
+            res[prefix + k] = f"{v / 1000:.3f}"
+
+    stats("", txns)
+    if t_from is not None:
+        stats("op_", [t for t in txns if t[1] >= t_from and t[0] <= t_to])
+    print(" ".join(f"{k}={v}" for k, v in res.items()))
 
 
 def fl(r, k):
@@ -135,6 +178,248 @@ def fl(r, k):
 def median(vals):
     vals = [v for v in vals if not math.isnan(v)]
     return statistics.median(vals) if vals else float("nan")
+
+
+def fmt_bytes(b):
+    if b is None or (isinstance(b, float) and math.isnan(b)):
+        return "n/a"
+    for unit, f in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if abs(b) >= f:
+            return f"{b / f:,.1f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def verdict(value, op, goal):
+    if value is None or math.isnan(value):
+        return "not measured"
+    return "met" if {">=": value >= goal, "<=": value <= goal, "<": value < goal}[op] else "missed"
+
+
+def per_round_ratios(rows, key, num, den, metric):
+    """num/den of `metric` within each round (rows: dicts with round, key)."""
+    by_round = {}
+    for r in rows:
+        by_round.setdefault(r["round"], {})[r[key]] = metric(r)
+    out = []
+    for d in by_round.values():
+        if num in d and den in d and d[den] and not math.isnan(d[num] / d[den]):
+            out.append(d[num] / d[den])
+    return out
+
+
+RELAY_DESC = {
+    "eo_1slot": "eo relay, outbox with 1 slot: eo_relay_fetch + eo_relay_ack",
+    "eo_8slots": "eo relay, outbox with 8 slots (the default): eo_relay_fetch + eo_relay_ack",
+    "eo_8slots_2relays": "eo relay, 8 slots, two relays side by side in the group "
+                         "(informative: no target; time from the first start to the last end)",
+    "pgq": "PgQ: next_batch + get_batch_events + finish_batch",
+    "hand": "hand-written: SELECT ... FOR UPDATE SKIP LOCKED, UPDATE processed = true",
+}
+
+
+def section_relay(outdir, meta, T):
+    rows = [r for r in load(os.path.join(outdir, "relay.csv")) if r["status"] == "ok"]
+    bad = [r for r in load(os.path.join(outdir, "relay.csv")) if r["status"] != "ok"]
+    L = ["\n## Relay consumption\n"]
+    ev = lambda r: fl(r, "events") / fl(r, "secs") if fl(r, "secs") else float("nan")
+    n = meta.get("relay_events", "?")
+    L.append(f"The same {int(n):,} events (1,000 aggregates, a small jsonb payload), loaded in "
+             f"transactions of {int(meta.get('relay_page', 0)):,} (one PgQ tick per transaction), "
+             f"drained by one consumer: a plpgsql procedure in the server that commits after "
+             f"every batch (no client round trips for anyone). eo fetches pages of "
+             f"{int(meta.get('relay_page', 0)):,} events with a 1 min lease in one consumer group; "
+             f"PgQ batches are its ticks; the hand-written relay takes "
+             f"{int(meta.get('relay_hand_batch', 0)):,} rows per batch with a partial index on the "
+             f"pending rows. Runs as the superuser; a CHECKPOINT before each drain. "
+             f"Median over {meta.get('relay_rounds', '?')} rounds (alternating order); the load is "
+             f"not part of the drain time.\n")
+    L.append("| method | events/s | range | drain s | WAL B/event | batches | load s | runs |")
+    L.append("|---|---:|---|---:|---:|---:|---:|---:|")
+    meds = {}
+    for m in RELAY_DESC:
+        rs = [r for r in rows if r["method"] == m]
+        if not rs:
+            continue
+        e = [ev(r) for r in rs]
+        meds[m] = median(e)
+        L.append(f"| {m} | {fnum(median(e), 0)} | {fnum(min(e), 0)}-{fnum(max(e), 0)} | "
+                 f"{fnum(median([fl(r, 'secs') for r in rs]), 3)} | "
+                 f"{fnum(median([fl(r, 'wal_bytes') / fl(r, 'events') for r in rs]), 1)} | "
+                 f"{fnum(median([fl(r, 'batches') for r in rs]), 0)} | "
+                 f"{fnum(median([fl(r, 'load_secs') for r in rs]), 1)} | {len(rs)} |")
+    L.append("")
+    for m, d in RELAY_DESC.items():
+        if m in meds:
+            L.append(f"- `{m}`: {d}")
+    for r in bad:
+        L.append(f"- round {r['round']} {r['method']}: **failed**: {r['status']}")
+    for label, num, den, op, goal in (
+            ("relay: eo (1 slot) vs PgQ batch consumption, events/s", "eo_1slot", "pgq", ">=", 1.0),
+            ("relay: eo (8 slots) vs PgQ batch consumption, events/s", "eo_8slots", "pgq", ">=", 1.0),
+            ("relay: eo (1 slot) vs hand-written SKIP LOCKED relay, events/s (\"several times\" read as 3x)",
+             "eo_1slot", "hand", ">=", 3.0),
+            ("relay: eo (8 slots) vs hand-written SKIP LOCKED relay, events/s (\"several times\" read as 3x)",
+             "eo_8slots", "hand", ">=", 3.0)):
+        rs = per_round_ratios(rows, "method", num, den, ev)
+        if rs:
+            m = statistics.median(rs)
+            T.append((label, f"{m:.3f}x ({fnum(meds.get(num), 0)} vs {fnum(meds.get(den), 0)} events/s; "
+                             f"rounds {min(rs):.2f}-{max(rs):.2f})", f"{op} {goal:.1f}x", verdict(m, op, goal)))
+        else:
+            T.append((label, "n/a", f"{op} {goal:.1f}x", "not measured"))
+    return L
+
+
+def section_retention(outdir, meta, T):
+    ops = load(os.path.join(outdir, "retention_ops.csv"))
+    lo = load(os.path.join(outdir, "retention_load.csv"))
+    L = ["\n## Retention\n"]
+    keys = meta.get("retention_keys", "?")
+    L.append(f"{int(keys):,} expired keys removed three ways. eo: keys claimed through `eo_claim` "
+             f"({int(meta.get('retention_chunk', 0)):,} per transaction), then in one session "
+             f"`eo.partition_interval = 1`, `eo_maintain()` (switch), 1.2 s later with "
+             f"`eo.retention = 1` (interval back at 1 day, so that no switch is measured) the "
+             f"`eo_maintain()` that retires the generation, then the one that drops it (retried "
+             f"every 100 ms while a claim that began before the retirement still holds it; "
+             f"\"tries\" counts the calls). DELETE: the same keys in `processed` (text primary key, "
+             f"created 10 days ago, vacuumed), `DELETE ... WHERE created_at < now() - '7 days'` then "
+             f"`VACUUM`. pg_partman 4.x: the same rows in one daily partition of a native-partitioned "
+             f"table (primary key (key, created_at)), `run_maintenance` with retention 7 days. "
+             f"A CHECKPOINT before each operation; the worker is kept away from the benchmark "
+             f"database meanwhile (`eo.databases`). Sizes: eo, the sum of `eo_partitions.bytes`; "
+             f"DELETE, `pg_total_relation_size('processed')`; partman, the sum over the partitions.\n")
+    L.append("Operation alone (nothing else running):\n")
+    L.append("| contender | step | time s | WAL | size before | size after | tries | load of the keys s |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in ops:
+        if r["phase"] == "quiet":
+            L.append(f"| {r['contender']} | {r['step']} | {fnum(fl(r, 'secs'), 3)} | "
+                     f"{fmt_bytes(fl(r, 'wal_bytes'))} | {fmt_bytes(fl(r, 'size_before'))} | "
+                     f"{fmt_bytes(fl(r, 'size_after'))} | {r['attempts']} | {fnum(fl(r, 'load_secs'), 1)} |")
+    L.append(f"\nClaim load ({meta.get('retention_clients', '?')} pgbench clients, the contender's own "
+             f"claim script: `eo.sql` for eo, `hand.sql` on `processed` for DELETE, `hand.sql` on the "
+             f"partman table for partman; {meta.get('retention_window', '?')} s windows), without the "
+             f"operation (baseline) and with it starting {meta.get('retention_lead', '?')} s in. "
+             f"\"in flight during the operation\": the transactions that overlapped it.\n")
+    L.append("| contender | baseline p50 / p99 / max ms | window p50 / p99 / max ms | p99 window/baseline | "
+             "operation at s (time s under load) | in flight during the operation: n, p99 / max ms |")
+    L.append("|---|---|---|---:|---|---|")
+    got = {}
+    for c in ("eo", "delete", "partman"):
+        b = next((r for r in lo if r["contender"] == c and r["window"] == "baseline"), None)
+        w = next((r for r in lo if r["contender"] == c and r["window"] == "window"), None)
+        if not (b and w):
+            continue
+        ratio = fl(w, "p99_ms") / fl(b, "p99_ms") if fl(b, "p99_ms") else float("nan")
+        got[c] = (b, w, ratio)
+        under = [r for r in ops if r["contender"] == c and r["phase"] == "load"]
+        steps = ", ".join(f"{r['step']} {fnum(fl(r, 'secs'), 3)}" for r in under)
+        L.append(f"| {c} | {b['p50_ms']} / {b['p99_ms']} / {b['max_ms']} | {w['p50_ms']} / {w['p99_ms']} / "
+                 f"{w['max_ms']} | {ratio:.2f}x | {w['op_start_s']}-{w['op_end_s']} ({steps}) | "
+                 f"{w['op_txns']}, {w['op_p99_ms']} / {w['op_max_ms']} |")
+
+    def q(c, step, k):
+        r = next((r for r in ops if r["contender"] == c and r["phase"] == "quiet" and r["step"] == step), None)
+        return fl(r, k) if r else float("nan")
+
+    drop_s, drop_w = q("eo", "drop", "secs"), q("eo", "drop", "wal_bytes")
+    del_s = q("delete", "delete", "secs") + q("delete", "vacuum", "secs")
+    del_w = q("delete", "delete", "wal_bytes") + q("delete", "vacuum", "wal_bytes")
+    pm_s, pm_w = q("partman", "run_maintenance", "secs"), q("partman", "run_maintenance", "wal_bytes")
+    if not math.isnan(drop_s):
+        L.append(f"\neo's drop against DELETE + VACUUM: {fnum(drop_s, 3)} s vs {fnum(del_s, 3)} s "
+                 f"({fnum(drop_s / del_s if del_s else float('nan'), 4)}x), WAL {fmt_bytes(drop_w)} vs "
+                 f"{fmt_bytes(del_w)}; against pg_partman: {fnum(pm_s, 3)} s, WAL {fmt_bytes(pm_w)}. "
+                 f"eo's retire call (a scan of the generation for unfinished or recent keys) took "
+                 f"{fnum(q('eo', 'retire', 'secs'), 3)} s and wrote {fmt_bytes(q('eo', 'retire', 'wal_bytes'))}.")
+    T.append((f"retention: eo drop of {int(keys):,} expired keys, time (\"well under a second\" read as < 0.5 s)",
+              f"{fnum(drop_s, 3)} s (DELETE + VACUUM {fnum(del_s, 3)} s)", "< 0.5 s", verdict(drop_s, "<", 0.5)))
+    T.append((f"retention: eo drop of {int(keys):,} expired keys, WAL (\"a few hundred kB at most\" read as <= 512 kB)",
+              f"{fmt_bytes(drop_w)} (DELETE + VACUUM {fmt_bytes(del_w)})", "<= 512 kB",
+              verdict(drop_w / 1024 if not math.isnan(drop_w) else drop_w, "<=", 512)))
+    if "eo" in got:
+        b, w, ratio = got["eo"]
+        T.append(("retention: claim p99 during the eo retire + drop window vs without",
+                  f"{ratio:.2f}x ({w['p99_ms']} vs {b['p99_ms']} ms; max {w['max_ms']} vs {b['max_ms']} ms)",
+                  "<= 2.0x", verdict(ratio, "<=", 2.0)))
+    else:
+        T.append(("retention: claim p99 during the eo retire + drop window vs without", "n/a", "<= 2.0x",
+                  "not measured"))
+    return L
+
+
+def section_scale(outdir, meta, T):
+    rows = [r for r in load(os.path.join(outdir, "scale.csv")) if r["status"] == "ok"]
+    bad = [r for r in load(os.path.join(outdir, "scale.csv")) if r["status"] != "ok"]
+    L = ["\n## Scale\n"]
+    gens = meta.get("scale_gens", "8")
+    big, s1, sn = f"big_{gens}gen", "small_1gen", f"small_{gens}gen"
+    L.append(f"Claims/s of the `eo` contender (claim, change, complete; 1 client, every key new, so "
+             f"each claim looks in every live generation and finds nothing) with "
+             f"{int(meta.get('scale_small_keys', 0)):,} keys stored in one generation, the same number "
+             f"over {gens} generations, and {int(meta.get('scale_keys', 0)):,} keys over {gens} "
+             f"generations; each in its own database, loaded through `eo_claim` in big transactions "
+             f"with `eo_maintain()` switching generations between chunks, then ANALYZE. "
+             f"{meta.get('scale_rounds', '?')} rounds x {meta.get('scale_duration', '?')} s, "
+             f"alternating order. Loading: " + "; ".join(meta.get("scale_load", "").split("|")) + ".\n")
+    L.append("| setting | keys stored (first run) | generations | tps | p50 ms | p99 ms | "
+             "key-table seq scans (worker passes included) | runs |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    meds = {}
+    for st in (s1, sn, big):
+        rs = [r for r in rows if r["setting"] == st]
+        if not rs:
+            continue
+        meds[st] = median([fl(r, "tps") for r in rs])
+        L.append(f"| {st} | {int(min(fl(r, 'stored_keys') for r in rs)):,} | {rs[0]['generations']} | "
+                 f"{fnum(meds[st])} | {fnum(median([fl(r, 'p50_ms') for r in rs]), 3)} | "
+                 f"{fnum(median([fl(r, 'p99_ms') for r in rs]), 3)} | "
+                 f"{int(sum(fl(r, 'key_seq_scans') for r in rs))} | {len(rs)} |")
+    for r in bad:
+        L.append(f"\n- round {r['round']} {r['setting']}: **failed**: {r['status']}")
+    for label, den in ((f"scale: claims/s, {int(meta.get('scale_keys', 0)):,} keys over {gens} generations "
+                        f"vs {int(meta.get('scale_small_keys', 0)):,} keys in 1 generation", s1),
+                       (f"scale: claims/s, {int(meta.get('scale_keys', 0)):,} keys vs "
+                        f"{int(meta.get('scale_small_keys', 0)):,} keys, both over {gens} generations", sn)):
+        rs = per_round_ratios(rows, "setting", big, den, lambda r: fl(r, "tps"))
+        if rs:
+            m = statistics.median(rs)
+            T.append((label, f"{m:.3f}x ({fnum(meds.get(big))} vs {fnum(meds.get(den))} tps; "
+                             f"rounds {min(rs):.2f}-{max(rs):.2f})", ">= 0.8x", verdict(m, ">=", 0.8)))
+        else:
+            T.append((label, "n/a", ">= 0.8x", "not measured"))
+    return L
+
+
+def section_reclaim(outdir, meta, T):
+    rows = load(os.path.join(outdir, "reclaim.csv"))
+    L = ["\n## Lease reclaim delay\n"]
+    nap = float(meta.get("reclaim_naptime_s", "1"))
+    L.append(f"With the worker on and `eo.naptime = {meta.get('reclaim_naptime_s')}s` (ALTER SYSTEM + "
+             f"reload for this part only): {meta.get('reclaim_leases')} keys claimed with a "
+             f"{meta.get('reclaim_lease_s')} s lease, one every {meta.get('reclaim_spread_ms')} ms, "
+             f"never completed; every {meta.get('reclaim_poll_ms')} ms `eo_status` of each key not yet "
+             f"seen failed. Delay = the reclaimed row's `updated_at` (the reclaiming pass's clock) minus "
+             f"the lease expiry `eo_claim` returned; \"seen\" = the poll that first saw it failed.\n")
+    d = sorted(fl(r, "delay_ms") for r in rows if r["reclaimed_at"])
+    sd = sorted(fl(r, "seen_delay_ms") for r in rows if r["seen_at"])
+    never = sum(1 for r in rows if not r["seen_at"])
+    if rows:
+        L.append("| leases | reclaimed | never reclaimed | delay p50 / p99 / max ms | min ms | seen p50 / p99 / max ms |")
+        L.append("|---:|---:|---:|---|---:|---|")
+        L.append(f"| {len(rows)} | {len(d)} | {never} | {fnum(pct(d, 50), 0)} / {fnum(pct(d, 99), 0)} / "
+                 f"{fnum(d[-1] if d else float('nan'), 0)} | {fnum(d[0] if d else float('nan'), 0)} | "
+                 f"{fnum(pct(sd, 50), 0)} / {fnum(pct(sd, 99), 0)} / {fnum(sd[-1] if sd else float('nan'), 0)} |")
+        if d and d[0] < 0:
+            L.append("\n**A lease was reclaimed before it expired.**")
+    goal = 2 * nap * 1000
+    p99 = pct(d, 99) if d and not never else float("nan")
+    T.append((f"lease reclaim: p99 delay after expiry, eo.naptime = {meta.get('reclaim_naptime_s')} s "
+              f"(within lease + 2 x naptime)",
+              f"{fnum(p99, 0)} ms (p50 {fnum(pct(d, 50), 0)} ms, max {fnum(d[-1] if d else float('nan'), 0)} ms)"
+              + (f"; {never} never reclaimed" if never else ""),
+              f"<= {goal:.0f} ms", verdict(p99, "<=", goal) if rows else "not measured"))
+    return L
 
 
 def cmd_summary(csv_path, outdir, meta_path):
@@ -194,6 +479,9 @@ def cmd_summary(csv_path, outdir, meta_path):
              f"{meta.get('postgres', '')}; eo {meta.get('eo_version', '?')}.")
     if meta.get("note"):
         L.append(f"\n**{meta['note']}**")
+    if not rows:
+        L.append(f"\n**The pgbench contenders did not run (PARTS=\"{meta.get('parts', '')}\"): "
+                 f"the table and the issue 5 targets below are empty.**")
     L.append("\nMedians over rounds. tps is deliveries (messages, duplicates included) "
              "per second; latency is per delivery (both transactions in lease mode). "
              "WAL is bytes per delivery over the whole server. Dead versions are the "
@@ -231,24 +519,52 @@ def cmd_summary(csv_path, outdir, meta_path):
                 L.append(f"| {label} | {n} | {m:.3f}x | {min(rs):.3f}-{max(rs):.3f} | "
                          f"{op} {thr:.2f}x | **{v}** |")
             verdicts[v] += 1
+    parts = meta.get("parts", "contenders relay retention scale reclaim").split()
+    failed = meta.get("parts_failed", "").split()
+    T, S = [], []
+    for name, fn in (("relay", section_relay), ("retention", section_retention),
+                     ("scale", section_scale), ("reclaim", section_reclaim)):
+        if name in parts:
+            S += fn(outdir, meta, T)
+            if name in failed:
+                S.append(f"\n**This part failed before it finished: its figures are incomplete "
+                         f"(see the list of what was not measured).**")
+    if T:
+        L.append("\nRelay (issue 4), retention and scale (issue 3), lease reclaim (DESIGN); "
+                 "details in the sections below.\n")
+        L.append("| target | measured | goal | verdict |")
+        L.append("|---|---|---|---|")
+        for label, measured, goal, v in T:
+            L.append(f"| {label} | {measured} | {goal} | " + (f"**{v}** |" if v != "not measured" else f"{v} |"))
+            verdicts[v] += 1
     L.append(f"\n{verdicts['met']} met, {verdicts['missed']} missed, "
              f"{verdicts['not measured']} not measured.")
+    L += S
 
-    L.append("\n## Not measured yet\n")
-    for line in meta.get("todo", "").split("|"):
-        if line.strip():
-            L.append(f"- {line.strip()}")
+    if meta.get("parts_time"):
+        L.append("\nTime per part (s): " + ", ".join(meta["parts_time"].split())
+                 + f"; whole run {meta.get('total_s', '?')} s.")
+    L.append("\n## Not measured\n")
+    todo = [line.strip() for line in meta.get("todo", "").split("|") if line.strip()]
+    for line in todo:
+        L.append(f"- {line}")
+    if not todo:
+        L.append("Nothing: every part ran.")
     if bad:
         L.append("\n## Runs that failed\n")
         for r in bad:
             L.append(f"- round {r['round']} {r['contender']} c={r['clients']} "
                      f"dup={r['dup_pct']}: {r['status']}")
-    L.append("\nRaw figures: `runs.csv` (one line per run), `medians.csv`; chart: `chart.png`.")
-    L.append("\n![tps and p99 latency per contender](chart.png)")
+    L.append("\nRaw figures: `runs.csv` (one line per run), `medians.csv`; relay.csv, "
+             "retention_ops.csv, retention_load.csv, scale.csv, reclaim.csv for the other parts"
+             + ("; chart: `chart.png`." if med else "."))
+    if med:
+        L.append("\n![tps and p99 latency per contender](chart.png)")
     with open(os.path.join(outdir, "summary.md"), "w") as f:
         f.write("\n".join(L) + "\n")
-    chart(outdir, med, base, storm, clients)
-    return bad
+    if med:
+        chart(outdir, med, base, storm, clients)
+    return bad + failed
 
 
 def chart(outdir, med, base, storm, clients):
@@ -300,6 +616,9 @@ def main():
         print(f"tps {r['tps']}  p50 {r['lat_p50_ms']} ms  p99 {r['lat_p99_ms']} ms  "
               f"WAL {r['wal_bytes_per_msg']} B/msg  key dead/msg {r['key_dead_per_msg'] or '-'}  "
               f"dup share {r['dup_share'] or '-'}  [{r['status']}]")
+    elif len(sys.argv) in (4, 6) and sys.argv[1] == "lat":
+        cmd_lat(sys.argv[2], sys.argv[3],
+                *(float(x) for x in sys.argv[4:6]))
     elif len(sys.argv) == 5 and sys.argv[1] == "summary":
         bad = cmd_summary(sys.argv[2], sys.argv[3], sys.argv[4])
         sys.exit(1 if bad else 0)

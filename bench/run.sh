@@ -16,7 +16,9 @@
 # user postgres (temp dir, Unix socket only, synchronous_commit = on, fsync
 # on, shared_preload_libraries = 'eo'), runs the contenders, stops the
 # server and removes the scratch dir.
-# The default run (3 rounds x 26 runs x 8 s) takes about 12 minutes on 2 cores.
+# The default run (3 rounds x 26 runs x 8 s) takes about 12 minutes on 2 cores,
+# and the other parts (relay, retention, scale, reclaim; see bench/parts.sh)
+# add to that; bench/README.md gives the time each part took.
 #
 # Output: bench/results/<timestamp>/ with runs.csv (one line per pgbench run),
 # pgbench/ (each run's pgbench output),
@@ -40,11 +42,19 @@
 #   BENCH_SKIP_BUILD=1  benchmark the eo installed in the system (no build)
 #   BENCH_NOTE="..."  a line printed at the top of the summary
 #   EO_KEEP=1         keep the scratch directory (server log, data directory)
-# A quick smoke run: ROUNDS=1 DURATION=2 bash bench/run.sh
+#   PARTS="contenders relay retention scale reclaim"   the parts to run
+#   RELAY_*, RETENTION_*, SCALE_*, RECLAIM_*   sizes of the other parts: see
+#                     bench/parts.sh (defaults: the sizes of issue 5)
+# A quick smoke run of the contenders: PARTS=contenders ROUNDS=1 DURATION=2 bash bench/run.sh
+# Small runs of the other parts only:
+#   PARTS="relay retention scale reclaim" RELAY_EVENTS=20000 RETENTION_KEYS=50000 \
+#   SCALE_KEYS=200000 SCALE_DURATION=3 RELAY_ROUNDS=1 SCALE_ROUNDS=1 bash bench/run.sh
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/lib.sh
 . "$BENCH_DIR/lib.sh"
+# shellcheck source=bench/parts.sh
+. "$BENCH_DIR/parts.sh"
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-8}
@@ -57,6 +67,7 @@ NACCOUNTS=${NACCOUNTS:-10000}
 WARMUP=${WARMUP:-3}
 SEED=${SEED:-20241129}
 JOBS=${JOBS:-1}                 # pgbench threads
+PARTS=${PARTS-"contenders relay retention scale reclaim"}
 BENCH_DB=bench
 TODO_NOTES=()
 
@@ -79,6 +90,7 @@ setup_database() {
     log "creating the benchmark database"
     "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $BENCH_DB"
     bq -f "$BENCH_DIR/setup.sql" >/dev/null
+    bq -f "$BENCH_DIR/parts.sql" >/dev/null
     HAVE_PGQ=0
     if bq -c "SELECT 1 FROM pg_available_extensions WHERE name = 'pgq'" | grep -q 1; then
         bq -f "$BENCH_DIR/setup_pgq.sql" >/dev/null
@@ -264,49 +276,49 @@ run_rounds() {
 }
 
 # ---------------------------------------------------------------------------
-# Hooks for the parts of issue 5 that need eo features still being built
-# (relay, partitioned key store, worker).  They measure nothing yet: each
-# one records in the summary that it did not run.  Replace a body when its
-# feature has landed (and is tested), and add its figures to analyze.py.
+# The parts of issue 5 that are not pgbench contenders.  Each hook runs
+# one part of bench/parts.sh (what it measures and how is described there)
+# if PARTS names it; part_run keeps a failing part from stopping the
+# others and records it as not measured.
 
-# TODO(relay): drain the same 400,000 pre-loaded events three ways and
-# report events/s and WAL bytes per event: eo's relay (a consumer group on
-# an eo_outbox_create outbox, eo_relay_fetch + eo_relay_ack in a loop, N
-# relay processes), PgQ batch consumption (a pgqd-style ticker via
-# pgq.ticker(), pgq.next_batch / get_batch_events / finish_batch), and the
-# hand-written relay (SELECT ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED,
-# then UPDATE outbox SET sent_at = now() for those ids).
+want_part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# Relay consumption: RELAY_EVENTS events drained by eo's relay (1 and 8
+# slots), PgQ batches, and SELECT ... FOR UPDATE SKIP LOCKED + UPDATE.
 bench_relay() {
-    TODO_NOTES+=("relay consumption (eo relay vs PgQ batches vs FOR UPDATE SKIP LOCKED + UPDATE, 400,000 events): hook only (bench_relay in run.sh); needs eo's relay API")
+    want_part relay || { TODO_NOTES+=("relay consumption: not run (PARTS)"); return 0; }
+    part_run relay part_relay
+    bq -c "SELECT eo_outbox_drop(name) FROM eo_outboxes WHERE name = 'relay_ob'" >/dev/null 2>&1 || true
 }
 
-# TODO(retention): 1,000,000 expired keys removed by eo's partition drop vs
-# DELETE + VACUUM vs pg_partman 4.x retention (postgresql-15-partman is
-# installed for it): time, WAL bytes, table size after, and the p99 of a
-# pgbench claim load (scripts/eo_noresult.sql) running meanwhile.
+# Retention: RETENTION_KEYS expired keys removed by eo's generation drop,
+# DELETE + VACUUM and pg_partman 4.x; time, WAL, size, claim p99 meanwhile.
 bench_retention() {
-    TODO_NOTES+=("retention (partition drop vs DELETE+VACUUM vs pg_partman 4.x, 1,000,000 expired keys): hook only (bench_retention in run.sh); needs eo's time-partitioned key store with retention")
+    want_part retention || { TODO_NOTES+=("retention: not run (PARTS)"); return 0; }
+    part_run retention part_retention
+    bq -c "ALTER SYSTEM RESET eo.databases" -c "SELECT pg_reload_conf()" >/dev/null 2>&1 || true
 }
 
-# TODO(scale): claims/s of the eo and eo_noresult contenders with 10,000 vs
-# 10,000,000 keys already stored (bulk-load keys through eo_claim in large
-# transactions, VACUUM ANALYZE, then the usual run without the reset).
+# Scale: claims/s at SCALE_SMALL_KEYS vs SCALE_KEYS stored keys.
 bench_scale() {
-    TODO_NOTES+=("scale (claims/s at 10,000 vs 10,000,000 stored keys): hook only (bench_scale in run.sh); waits for the partitioned key store, whose lookup across partitions is what it measures")
+    want_part scale || { TODO_NOTES+=("scale: not run (PARTS)"); return 0; }
+    part_run scale part_scale
+    scale_cleanup
 }
 
-# TODO(reclaim): lease reclaim delay with the worker on: claim N keys with a
-# short lease and never complete them; poll eo_status until each is
-# 'failed'; p50/p99 of (seen failed at - lease_expires_at), against the
-# DESIGN bound lease + 2 x eo.naptime.
+# Lease reclaim delay with the worker on (eo.naptime = RECLAIM_NAPTIME_S).
 bench_reclaim() {
-    TODO_NOTES+=("lease reclaim delay (p50/p99 after expiry, worker on): hook only (bench_reclaim in run.sh); needs the worker's lease reclaim")
+    want_part reclaim || { TODO_NOTES+=("lease reclaim delay: not run (PARTS)"); return 0; }
+    part_run reclaim part_reclaim
+    reclaim_cleanup
 }
 
 # ---------------------------------------------------------------------------
 
 write_meta() {
     local todo
+    [ ! -f "$RESULTS/parts_notes.txt" ] || mapfile -t -O "${#TODO_NOTES[@]}" TODO_NOTES <"$RESULTS/parts_notes.txt"
+    [ ! -f "$RESULTS/parts_failed.txt" ] || mapfile -t -O "${#TODO_NOTES[@]}" TODO_NOTES <"$RESULTS/parts_failed.txt"
     todo=$(printf '%s|' "${TODO_NOTES[@]}")
     cat >"$RESULTS/meta.txt" <<EOF
 started=$STARTED
@@ -323,6 +335,30 @@ postgres=$PG_VERSION
 eo_version=$EO_VERSION
 note=${BENCH_NOTE:-}
 todo=$todo
+parts=$PARTS
+parts_failed=$(cut -d: -f1 "$RESULTS/parts_failed.txt" 2>/dev/null | paste -sd' ')
+parts_time=$(paste -sd' ' "$RESULTS/parts_time.txt" 2>/dev/null)
+total_s=$SECONDS
+relay_events=$RELAY_EVENTS
+relay_page=$RELAY_PAGE
+relay_hand_batch=$RELAY_HAND_BATCH
+relay_rounds=$RELAY_ROUNDS
+retention_keys=$RETENTION_KEYS
+retention_chunk=$RETENTION_CHUNK
+retention_window=$RETENTION_WINDOW
+retention_lead=$RETENTION_LEAD
+retention_clients=$RETENTION_CLIENTS
+scale_keys=$SCALE_KEYS
+scale_small_keys=$SCALE_SMALL_KEYS
+scale_gens=$SCALE_GENS
+scale_rounds=$SCALE_ROUNDS
+scale_duration=$SCALE_DURATION
+scale_load=$(paste -sd'|' "$RESULTS/scale_load.txt" 2>/dev/null)
+reclaim_leases=$RECLAIM_LEASES
+reclaim_spread_ms=$RECLAIM_SPREAD_MS
+reclaim_lease_s=$RECLAIM_LEASE_S
+reclaim_naptime_s=$RECLAIM_NAPTIME_S
+reclaim_poll_ms=$RECLAIM_POLL_MS
 EOF
 }
 
@@ -340,9 +376,13 @@ main() {
     bench_start_server
     setup_database
     make_scripts
-    plan_jobs
-    warm_up
-    run_rounds
+    if want_part contenders; then
+        plan_jobs
+        warm_up
+        run_rounds
+    else
+        TODO_NOTES+=("contenders: not run (PARTS)")
+    fi
     PG_VERSION=$(bq -c 'SELECT version()' | sed 's/ on .*//')
     bench_relay
     bench_retention
@@ -356,7 +396,8 @@ main() {
     # shellcheck disable=SC2016  # the backquotes are markdown
     sed 's#(chart.png)#(RESULTS.png)#; s#`runs.csv` (one#`results/'"$(basename "$RESULTS")"'/runs.csv` (one#' \
         "$RESULTS/summary.md" >"$BENCH_DIR/RESULTS.md"
-    cp "$RESULTS/chart.png" "$BENCH_DIR/RESULTS.png"
+    # No chart without the contenders (PARTS): the old one stays.
+    [ ! -f "$RESULTS/chart.png" ] || cp "$RESULTS/chart.png" "$BENCH_DIR/RESULTS.png"
     cat "$RESULTS/summary.md"
     echo
     echo "results: $RESULTS (copied to bench/RESULTS.md, bench/RESULTS.png)"
