@@ -36,7 +36,7 @@ $fn$;
 
 -- The overview without its timestamps.
 CREATE VIEW overview AS
-SELECT done, processing, failed, dead, expired_leases,
+SELECT done, processing, failed, dead, expired_leases, leases_reclaimed,
        oldest_processing_since IS NOT NULL AS has_oldest,
        next_lease_expiry IS NOT NULL AS has_next_expiry
 FROM eo_keys_overview;

@@ -581,6 +581,22 @@ eo_ks_next_token(void)
 	return nextval_internal(store.token_seq_relid, false);
 }
 
+/* Add to one of the running totals in eo_counters. */
+static void
+ks_count(const char *name, int64 n)
+{
+	Oid			argtypes[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(name), Int64GetDatum(n)};
+	int			rc;
+
+	rc = SPI_execute_with_args(psprintf("UPDATE %s SET value = value OPERATOR(pg_catalog.+) $2"
+										" WHERE name OPERATOR(pg_catalog.=) $1",
+										ks_qualified("eo_counters")),
+							   2, argtypes, values, NULL, false, 0);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "eo: counting %s failed: %s", name, SPI_result_code_string(rc));
+}
+
 static SPIPlanPtr
 ks_reclaim_plan(Generation *g)
 {
@@ -637,6 +653,8 @@ eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit, int64 *dead)
 		}
 		reclaimed += SPI_processed;
 	}
+	if (reclaimed > 0)
+		ks_count("leases_reclaimed", reclaimed);
 	return reclaimed;
 }
 

@@ -53,6 +53,14 @@ REVOKE ALL ON TABLE @extschema@.eo_keys_1 FROM PUBLIC;
 INSERT INTO @extschema@.eo_generations (gen, relid, state, started_at)
     VALUES (1, '@extschema@.eo_keys_1'::pg_catalog.regclass, 'c', pg_catalog.clock_timestamp());
 
+-- Running totals kept by the maintenance pass (shown in eo_keys_overview).
+CREATE TABLE @extschema@.eo_counters (
+    name  pg_catalog.text PRIMARY KEY,
+    value pg_catalog.int8 NOT NULL
+);
+INSERT INTO @extschema@.eo_counters VALUES ('leases_reclaimed', 0);
+REVOKE ALL ON TABLE @extschema@.eo_counters FROM PUBLIC;
+
 -- Fencing tokens: strictly increasing per key because they are strictly
 -- increasing overall.
 CREATE SEQUENCE @extschema@.eo_lease_token_seq AS pg_catalog.int8;

@@ -43,7 +43,8 @@ CREATE FUNCTION @extschema@.eo_key_stats(
     OUT dead pg_catalog.int8,
     OUT oldest_processing_since pg_catalog.timestamptz,
     OUT next_lease_expiry pg_catalog.timestamptz,
-    OUT expired_leases pg_catalog.int8)
+    OUT expired_leases pg_catalog.int8,
+    OUT leases_reclaimed pg_catalog.int8)
 RETURNS record
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -55,7 +56,9 @@ SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ANY (ARRAY
        pg_catalog.min(updated_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'p'),
        pg_catalog.min(lease_expires_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'p'),
        pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'p'
-           AND lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now())
+           AND lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()),
+       (SELECT value FROM @extschema@.eo_counters
+        WHERE name OPERATOR(pg_catalog.=) 'leases_reclaimed')
 FROM @extschema@.eo_keys()
 $$;
 REVOKE ALL ON FUNCTION @extschema@.eo_key_stats() FROM PUBLIC;
