@@ -84,6 +84,7 @@ extern Oid	eo_own_table(Oid nsp, const char *relname);
 extern Oid	eo_relation_owner(Oid relid);
 extern void eo_become_owner(Oid owner, EoIdentity *saved);
 extern void eo_restore_identity(const EoIdentity *saved);
+extern struct _SPI_plan *eo_prepare_kept(const char *sql, int nargs, Oid *argtypes);
 
 /* validate.c: each raises one clear error or returns the checked value */
 extern text *eo_check_key(Datum value, bool isnull);

@@ -104,19 +104,6 @@ ks_invalidate(Datum arg, Oid relid)
 			store.gens_valid = false;
 }
 
-static SPIPlanPtr
-ks_prepare(const char *sql, int nargs, Oid *argtypes)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-
-	if (plan == NULL)
-		elog(ERROR, "eo: could not prepare \"%s\": %s",
-			 sql, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "eo: could not keep plan");
-	return plan;
-}
-
 static void
 ks_free_plan(SPIPlanPtr *plan)
 {
@@ -160,7 +147,7 @@ ks_load_static(void)
 	MemoryContextSwitchTo(old);
 
 	ks_free_plan(&store.gens_plan);
-	store.gens_plan = ks_prepare(psprintf(
+	store.gens_plan = eo_prepare_kept(psprintf(
 										  "SELECT gen, relid FROM %s"
 										  " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
 										  " AND gen OPERATOR(pg_catalog.>) $1 ORDER BY gen DESC",
@@ -218,7 +205,7 @@ ks_prepare_claim(void)
 	Oid			argtypes[11] = {TEXTOID, OIDOID, CHAROID, TEXTOID, JSONBOID,
 		INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-	store.claim_plan = ks_prepare(psprintf(
+	store.claim_plan = eo_prepare_kept(psprintf(
 										   "WITH f AS MATERIALIZED (%s),"
 										   " i AS (INSERT INTO %s (" INSERT_COLUMNS ")"
 										   "   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11"
@@ -234,7 +221,7 @@ ks_prepare_find(void)
 {
 	Oid			argtypes[1] = {TEXTOID};
 
-	store.find_plan = ks_prepare(ks_find_sql(), 1, argtypes);
+	store.find_plan = eo_prepare_kept(ks_find_sql(), 1, argtypes);
 }
 
 static void
@@ -243,7 +230,7 @@ ks_prepare_insert(void)
 	Oid			argtypes[11] = {TEXTOID, OIDOID, CHAROID, TEXTOID, JSONBOID,
 		INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-	store.insert_plan = ks_prepare(psprintf(
+	store.insert_plan = eo_prepare_kept(psprintf(
 											"INSERT INTO %s (" INSERT_COLUMNS ")"
 											" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 											" ON CONFLICT (key) DO NOTHING RETURNING ctid",
@@ -536,7 +523,7 @@ ks_update_plan(Generation *g)
 		INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
 
 	if (g->update_plan == NULL)
-		g->update_plan = ks_prepare(psprintf(
+		g->update_plan = eo_prepare_kept(psprintf(
 											 "UPDATE %s SET state = $2, fingerprint = $3, result = $4,"
 											 " attempts = $5, lease_token = $6, lease_expires_at = $7,"
 											 " last_error = $8, updated_at = $9"
@@ -603,7 +590,7 @@ ks_reclaim_plan(Generation *g)
 	Oid			argtypes[3] = {TIMESTAMPTZOID, INT4OID, INT4OID};
 
 	if (g->reclaim_plan == NULL)
-		g->reclaim_plan = ks_prepare(psprintf(
+		g->reclaim_plan = eo_prepare_kept(psprintf(
 											  "UPDATE %1$s k SET"
 											  " state = CASE WHEN k.attempts OPERATOR(pg_catalog.>=) $2"
 											  "   THEN 'x'::pg_catalog.\"char\" ELSE 'f' END,"

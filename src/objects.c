@@ -4,13 +4,15 @@
  *
  * The key store (keystore.c) and the outbox (outbox.c) both find their
  * tables through the extension's schema and run their statements as the
- * tables' owner, so that callers need no privileges on the tables.
+ * tables' owner, so that callers need no privileges on the tables; and
+ * both keep prepared plans for the life of the backend.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -63,4 +65,22 @@ void
 eo_restore_identity(const EoIdentity *saved)
 {
 	SetUserIdAndSecContext(saved->userid, saved->sec_context);
+}
+
+/*
+ * Prepare `sql` as a generic plan from the start (no planning per call)
+ * and keep it past the current SPI connection.
+ */
+SPIPlanPtr
+eo_prepare_kept(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes,
+										  CURSOR_OPT_GENERIC_PLAN);
+
+	if (plan == NULL)
+		elog(ERROR, "eo: could not prepare \"%s\": %s",
+			 sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "eo: could not keep plan");
+	return plan;
 }

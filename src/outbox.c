@@ -166,21 +166,6 @@ eo_ob_invalidate_all(void)
 	CacheInvalidateRelcacheByRelid(store.registry_relid);
 }
 
-SPIPlanPtr
-eo_ob_prepare(const char *sql, int nargs, Oid *argtypes)
-{
-	/* A generic plan from the start: no per-call planning. */
-	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes,
-										  CURSOR_OPT_GENERIC_PLAN);
-
-	if (plan == NULL)
-		elog(ERROR, "eo: could not prepare \"%s\": %s",
-			 sql, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "eo: could not keep plan");
-	return plan;
-}
-
 /* Forget everything: the extension was dropped or recreated. */
 static void
 reset_cache(void)
@@ -233,7 +218,7 @@ load_store(void)
 	outboxes = hash_create("eo outboxes", 16, &ctl,
 						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
-	store.find_plan = eo_ob_prepare(psprintf(
+	store.find_plan = eo_prepare_kept(psprintf(
 											 "SELECT nspname, mode, slots, channel FROM %s.eo_outboxes"
 											 " WHERE name OPERATOR(pg_catalog.=) $1", store.schema),
 									1, types);
@@ -390,7 +375,7 @@ reload_entry(EoOutbox *ob)
 		Oid			types[6] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID};
 
 		/* txid, seq, slot and created_at come from the table's defaults. */
-		ob->emit_plan = eo_ob_prepare(psprintf(
+		ob->emit_plan = eo_prepare_kept(psprintf(
 											   "INSERT INTO %s (id, aggregatetype, aggregateid, type, payload, headers)"
 											   " VALUES ($1, $2, $3, $4, $5, $6)", ob->qualname),
 									  6, types);

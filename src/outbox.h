@@ -57,7 +57,6 @@ extern void eo_ob_close(void);
 extern Oid	eo_ob_owner(void);
 extern Oid	eo_ob_token_seq(void);
 extern const char *eo_ob_schema(void);
-extern SPIPlanPtr eo_ob_prepare(const char *sql, int nargs, Oid *argtypes);
 extern EoOutbox *eo_ob_lookup(const char *name, bool missing_ok);
 extern char *eo_ob_check_name(Datum value, bool isnull, const char *what);
 extern void eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action);

@@ -253,7 +253,7 @@ prepare_plans(void)
 	}
 
 	/* Oldest-served first, so that one relay walks all slots in turn. */
-	plans.pick = eo_ob_prepare(psprintf(
+	plans.pick = eo_prepare_kept(psprintf(
 										"SELECT " SLOT_COLUMNS " FROM %s.eo_outbox_slots"
 										" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 										" AND (lease_expires_at IS NULL OR lease_expires_at OPERATOR(pg_catalog.<=) $3)"
@@ -261,12 +261,12 @@ prepare_plans(void)
 										" ORDER BY fetched_at NULLS FIRST, slot LIMIT 1"
 										" FOR UPDATE SKIP LOCKED", s),
 							   4, pick_types);
-	plans.by_token = eo_ob_prepare(psprintf(
+	plans.by_token = eo_prepare_kept(psprintf(
 											"SELECT " SLOT_COLUMNS " FROM %s.eo_outbox_slots"
 											" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 											" AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", s),
 								   3, token_types);
-	plans.update = eo_ob_prepare(psprintf(
+	plans.update = eo_prepare_kept(psprintf(
 										  "UPDATE %s.eo_outbox_slots SET pos_snap = $4, pos_lo = $5,"
 										  " batch_snap = $6, batch_hi = $7, batch_lo = $8, acked_seq = $9,"
 										  " page_state = $10, page_end = $11, page_last = $12, page_count = $13,"
@@ -281,11 +281,11 @@ prepare_plans(void)
 	 * whatever pg_current_snapshot() shows as committed drew its seqs
 	 * before hi.
 	 */
-	plans.cut = eo_ob_prepare("SELECT x.s, pg_catalog.pg_snapshot_xmin(x.s),"
+	plans.cut = eo_prepare_kept("SELECT x.s, pg_catalog.pg_snapshot_xmin(x.s),"
 							  " pg_catalog.pg_sequence_last_value($1)"
 							  " FROM (SELECT pg_catalog.pg_current_snapshot() AS s) x",
 							  1, cut_types);
-	plans.group_tokens = eo_ob_prepare(psprintf(
+	plans.group_tokens = eo_prepare_kept(psprintf(
 												"SELECT pg_catalog.count(*), pg_catalog.max(lease_token)"
 												" FROM %s.eo_outbox_slots"
 												" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2",
@@ -304,7 +304,7 @@ prepare_page_plan(EoOutbox *ob)
 		return;
 	slot = eo_ob_slot_expr(ob, "e");
 
-	ob->page_plan = eo_ob_prepare(psprintf(
+	ob->page_plan = eo_prepare_kept(psprintf(
 										   "SELECT %s, e.seq, e.id, e.aggregatetype, e.aggregateid, e.type,"
 										   " e.payload, e.headers, e.created_at FROM %s e"
 										   " WHERE %s OPERATOR(pg_catalog.=) $1"
