@@ -25,7 +25,7 @@ EXTRA_CLEAN = eo--0.1.0.sql
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = claim fingerprint lease fail_retry status privileges bad_input maintain \
-	outbox outbox_privileges outbox_bad_input outbox_retention partitions
+	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans
 REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-isolation-levels \

@@ -14,7 +14,10 @@
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 
 #include "eo.h"
@@ -68,19 +71,33 @@ eo_restore_identity(const EoIdentity *saved)
 }
 
 /*
- * Prepare `sql` as a generic plan from the start (no planning per call)
- * and keep it past the current SPI connection.
+ * Prepare `sql`, keep it past the current SPI connection, and build its
+ * generic plan at once (no call ever plans).  The plan is built with
+ * sequential scans discouraged: a generation or partition made ahead may
+ * have been analysed while empty, and a plan that scans it sequentially
+ * would stay in use while the table fills, until its next ANALYZE.  eo's
+ * statements all have an index made for them.
  */
 SPIPlanPtr
 eo_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes,
 										  CURSOR_OPT_GENERIC_PLAN);
+	CachedPlan *cplan;
+	int			nestlevel;
 
 	if (plan == NULL)
 		elog(ERROR, "eo: could not prepare \"%s\": %s",
 			 sql, SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "eo: could not keep plan");
+
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	cplan = SPI_plan_get_cached_plan(plan);
+	if (cplan != NULL)
+		ReleaseCachedPlan(cplan, CurrentResourceOwner);
+	AtEOXact_GUC(true, nestlevel);
 	return plan;
 }
