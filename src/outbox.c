@@ -289,12 +289,6 @@ ob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 Oid
-eo_ob_owner(void)
-{
-	return store.owner;
-}
-
-Oid
 eo_ob_token_seq(void)
 {
 	return store.token_seq;

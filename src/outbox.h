@@ -54,7 +54,6 @@ typedef struct EoOutbox
  */
 extern void eo_ob_open(void);
 extern void eo_ob_close(void);
-extern Oid	eo_ob_owner(void);
 extern Oid	eo_ob_token_seq(void);
 extern const char *eo_ob_schema(void);
 extern EoOutbox *eo_ob_lookup(const char *name, bool missing_ok);
