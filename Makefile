@@ -9,6 +9,7 @@ OBJS = \
 	src/objects.o \
 	src/partition.o \
 	src/keystore.o \
+	src/pending.o \
 	src/claim.o \
 	src/maintain.o \
 	src/worker.o \
@@ -25,10 +26,10 @@ EXTRA_CLEAN = eo--0.1.0.sql
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = claim fingerprint lease fail_retry status privileges bad_input maintain \
-	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans
+	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred
 REGRESS_OPTS = --load-extension=eo
 
-ISOLATION = claim-commit claim-rollback claim-isolation-levels \
+ISOLATION = claim-commit claim-rollback claim-deferred claim-isolation-levels \
 	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
 	outbox-late-commit outbox-two-relays outbox-ack-expiry outbox-notify \
 	outbox-retention-race partition-boundary partition-drop

@@ -12,6 +12,10 @@
  *	 c/p --fail--> f (retry after retry_after) or x (eo.max_attempts reached)
  *	 f --claim, when due--> c or p
  *
+ * A transaction-mode claim of a new key is deferred (pending.c): no row
+ * until commit, which writes it once, already 'd' (or 'c' without a
+ * result); eo_complete of such a claim only records the result.
+ *
  * Every function looks the key up, decides, and asks keystore.c to write.
  * A write that loses a race to another transaction changes nothing; the
  * function then looks again, so each decision is made on the newest
@@ -23,6 +27,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "tcop/utility.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
@@ -208,13 +213,16 @@ claimed(const ClaimRequest *req, ClaimOutcome *out)
 
 /*
  * Insert the key unless a live generation holds it; then `out->row` is the
- * row written or found.
+ * row written or found.  A transaction-mode claim writes no row yet while
+ * the transaction has room for pending claims (pending.c): its row is
+ * written once, at commit.
  */
 static EoKsClaim
 claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 {
 	EoKey		row;
 	EoKsClaim	result;
+	bool		defer = !req->lease_mode && eo_pending_room();
 
 	memset(&row, 0, sizeof(row));
 	row.key = req->key;
@@ -222,8 +230,15 @@ claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 	row.attempts = 1;
 	row.created_at = req->now;
 	set_claim(&row, req);
-	result = eo_ks_claim(&row, &out->row);
-	if (result == EO_KS_INSERTED)
+	result = eo_ks_claim(&row, &out->row, defer);
+	if (result == EO_KS_DEFERRED)
+	{
+		eo_pending_add(&row);
+		out->row = row;
+		out->status = "claimed";
+		out->show_token = true;
+	}
+	else if (result == EO_KS_INSERTED)
 	{
 		out->row = row;
 		claimed(req, out);
@@ -305,24 +320,29 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 static void
 claim_key(ClaimRequest *req, ClaimOutcome *out)
 {
+	EoKey	   *pending = eo_pending_get(req->key);
+
+	if (pending != NULL)
+	{
+		/* Claimed earlier in this transaction, row not written yet. */
+		out->row = *pending;
+		out->show_token = false;
+		check_owner(&out->row, req->caller);
+		check_fingerprint(&out->row, req->fingerprint);
+		report(out, "duplicate");
+		return;
+	}
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
 		req->now = GetCurrentTimestamp();
 		out->show_token = false;
-		switch (claim_new_key(req, out))
-		{
-			case EO_KS_INSERTED:
-				return;
-			case EO_KS_FOUND:
-				check_owner(&out->row, req->caller);
-				check_fingerprint(&out->row, req->fingerprint);
-				if (claim_existing(req, out))
-					return;
-				break;
-			case EO_KS_RACED:
-				break;
-		}
+		if (claim_new_key(req, out) != EO_KS_FOUND)
+			return;
+		check_owner(&out->row, req->caller);
+		check_fingerprint(&out->row, req->fingerprint);
+		if (claim_existing(req, out))
+			return;
 		/* Lost a race: the other writer has finished by now; look again. */
 	}
 }
@@ -363,9 +383,9 @@ eo_claim(PG_FUNCTION_ARGS)
 	req.lease_usecs = req.lease_mode ? eo_check_lease(PG_GETARG_DATUM(2)) : 0;
 	req.caller = GetUserId();
 
-	eo_ks_open(EO_KS_WRITE);
+	PreventCommandIfReadOnly("eo_claim()");
+	eo_ks_begin(EO_KS_WRITE);
 	claim_key(&req, &out);
-	eo_ks_close();
 
 	PG_RETURN_DATUM(claim_result(fcinfo, &out));
 }
@@ -466,6 +486,21 @@ set_done(EoKey *row, Jsonb *result)
 	row->updated_at = GetCurrentTimestamp();
 }
 
+/* eo_complete of a claim whose row is not written yet (pending.c). */
+static bool
+complete_pending(text *key, Jsonb *result, Oid caller)
+{
+	EoKey	   *pending = eo_pending_get(key);
+
+	if (pending == NULL)
+		return false;
+	check_owner(pending, caller);
+	if (pending->state == EO_DONE)
+		refuse_not_held(pending, false);
+	eo_pending_set_done(pending, result);
+	return true;
+}
+
 static bool
 complete_key(text *key, Jsonb *result, bool with_token, int64 token, Oid caller)
 {
@@ -498,10 +533,13 @@ eo_complete(PG_FUNCTION_ARGS)
 	int64		token = with_token ? PG_GETARG_INT64(2) : 0;
 	Oid			caller = GetUserId();
 
-	eo_ks_open(EO_KS_READ);
+	PreventCommandIfReadOnly("eo_complete()");
+	if (!with_token && complete_pending(key, result, caller))
+		PG_RETURN_VOID();
+	eo_pending_write(key);
+	eo_ks_begin(EO_KS_READ);
 	while (!complete_key(key, result, with_token, token, caller))
 		CHECK_FOR_INTERRUPTS();
-	eo_ks_close();
 	PG_RETURN_VOID();
 }
 
@@ -601,8 +639,10 @@ eo_fail(PG_FUNCTION_ARGS)
 	req.retry_usecs = eo_check_retry_after(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
 	req.caller = GetUserId();
 
+	PreventCommandIfReadOnly("eo_fail()");
 	forget_held();
-	eo_ks_open(EO_KS_WRITE);
+	eo_pending_write(req.key);
+	eo_ks_begin(EO_KS_WRITE);
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -610,7 +650,6 @@ eo_fail(PG_FUNCTION_ARGS)
 		if (fail_key(&req, &row))
 			break;
 	}
-	eo_ks_close();
 	PG_RETURN_TEXT_P(cstring_to_text(row.state == EO_DEAD ? "dead" : "retry"));
 }
 
@@ -632,7 +671,9 @@ eo_extend(PG_FUNCTION_ARGS)
 	token = PG_GETARG_INT64(1);
 	lease_usecs = eo_check_lease(PG_GETARG_DATUM(2));
 
-	eo_ks_open(EO_KS_READ);
+	PreventCommandIfReadOnly("eo_extend()");
+	eo_pending_write(key);
+	eo_ks_begin(EO_KS_READ);
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -641,7 +682,6 @@ eo_extend(PG_FUNCTION_ARGS)
 		row.updated_at = GetCurrentTimestamp();
 		row.lease_expires_at = row.updated_at + lease_usecs;
 	} while (!eo_ks_update(&row));
-	eo_ks_close();
 	PG_RETURN_TIMESTAMPTZ(row.lease_expires_at);
 }
 
@@ -708,11 +748,11 @@ eo_status(PG_FUNCTION_ARGS)
 			elog(ERROR, "eo: eo_status must return a composite type");
 		tupdesc = BlessTupleDesc(tupdesc);
 
-		eo_ks_open(EO_KS_READ);
+		eo_pending_write(key);
+		eo_ks_begin(EO_KS_READ);
 		found = eo_ks_find(key, &row);
 		if (found)
 			check_owner(&row, caller);
-		eo_ks_close();
 
 		funcctx->user_fctx = found ? status_tuple(tupdesc, &row) : NULL;
 		funcctx->max_calls = found ? 1 : 0;

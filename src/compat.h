@@ -39,6 +39,33 @@
 #define ItemPointerGetDatum(X) PointerGetDatum(X)
 #endif
 
+/*
+ * Index maintenance after a direct heap write (keystore.c).  16 added the
+ * "only summarizing indexes" case to both calls; 13 found the result
+ * relation through the EState.
+ */
+#include "access/tableam.h"
+#include "executor/executor.h"
+#if PG_VERSION_NUM >= 160000
+typedef TU_UpdateIndexes EoUpdateIndexes;
+#define EO_UPDATE_NEEDS_INDEXES(u) ((u) != TU_None)
+#define EO_UPDATE_ONLY_SUMMARIZING(u) ((u) == TU_Summarizing)
+#define eo_insert_index_tuples(rri, slot, estate, only_summarizing) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, (only_summarizing))
+#else
+typedef bool EoUpdateIndexes;
+#define EO_UPDATE_NEEDS_INDEXES(u) (u)
+#define EO_UPDATE_ONLY_SUMMARIZING(u) false
+#if PG_VERSION_NUM >= 140000
+#define eo_insert_index_tuples(rri, slot, estate, only_summarizing) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
+#else
+#define eo_insert_index_tuples(rri, slot, estate, only_summarizing) \
+	((estate)->es_result_relation_info = (rri), \
+	 ExecInsertIndexTuples((slot), (estate), false, NULL, NIL))
+#endif
+#endif
+
 /* get_extension_schema() is exported from 16 on; read pg_extension before. */
 #if PG_VERSION_NUM < 160000
 static inline Oid

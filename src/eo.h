@@ -118,25 +118,41 @@ typedef enum EoKsMode
 	EO_KS_WRITE					/* may insert new keys */
 } EoKsMode;
 
-extern void eo_ks_open(EoKsMode mode);
+extern void eo_ks_begin(EoKsMode mode);	/* row calls */
+extern void eo_ks_open(EoKsMode mode);	/* maintenance: also SPI, as owner */
 extern void eo_ks_close(void);
+extern void eo_ks_lock_key(const text *key);
+extern void eo_ks_unlock_key(const text *key);
 extern bool eo_ks_find(text *key, EoKey *row);
 extern bool eo_ks_insert(EoKey *row);
+extern void eo_ks_insert_held(EoKey *row);
 
 typedef enum EoKsClaim
 {
 	EO_KS_INSERTED,				/* the new row is written */
-	EO_KS_FOUND,				/* a live generation holds the key */
-	EO_KS_RACED					/* a concurrent claim finished: look again */
+	EO_KS_DEFERRED,				/* no row yet: the key lock is held instead */
+	EO_KS_FOUND					/* a live generation holds the key */
 } EoKsClaim;
 
-extern EoKsClaim eo_ks_claim(EoKey *row, EoKey *found);
+extern EoKsClaim eo_ks_claim(EoKey *row, EoKey *found, bool defer);
 extern bool eo_ks_update(EoKey *row);
 extern int64 eo_ks_next_token(void);
 extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
 								   int64 *dead);
 extern const EoGenSet *eo_ks_generations(void);
 extern bool eo_ks_prepare_retire(int32 gen, TimestampTz cutoff);
+
+/*
+ * pending.c: transaction-mode claims of new keys whose row is written once,
+ * at commit, with the result eo_complete gave (or none)
+ */
+#define EO_MAX_PENDING 16		/* per transaction; later claims write at once */
+
+extern EoKey *eo_pending_get(text *key);
+extern bool eo_pending_room(void);
+extern void eo_pending_add(const EoKey *row);
+extern void eo_pending_set_done(EoKey *pending, Jsonb *result);
+extern void eo_pending_write(text *key);
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats

@@ -5,26 +5,30 @@
  *
  * Keys live in one table per generation (eo_keys_<n>, see partition.c),
  * each with a unique index on key.  New keys go into the current
- * generation; a key is looked up in every live one, newest first.  A key
- * is unique across generations because (1) a new key is inserted only
- * after looking it up everywhere, (2) older generations receive no new
- * keys, and (3) by partition.c's locking protocol every insert into an
- * older generation had committed or rolled back before the current one
- * took its first key, so the lookup, made with the latest snapshot, sees
- * it.  Within the current generation, INSERT ... ON CONFLICT DO NOTHING
- * makes a concurrent claimer wait for the holder exactly as a unique index
- * would.  Under REPEATABLE READ and SERIALIZABLE a row found with the
- * latest snapshot that the transaction's own snapshot cannot see is a
- * serialization failure, as ON CONFLICT makes it within one table.
+ * generation; a key is looked up in every live one, newest first.
  *
- * Every statement is a prepared SPI plan, made when the list of live
- * generations changes and kept, with fully schema-qualified names and
- * operators so that the caller's search_path cannot change what runs.
- * Statements run as the owner of the eo tables: callers get no privileges
- * on the tables themselves, and claim.c enforces key ownership before it
- * asks for any change.  A row is rewritten only in the version that
- * eo_ks_find returned (by ctid), so an update that lost a race changes
- * nothing and reports it, and the caller looks again.
+ * A key is unique across generations because every transaction that
+ * inserts a new key first takes the key's lock (an exclusive advisory-type
+ * lock on a 64-bit hash of the key, see eo_ks_lock_key), then looks the
+ * key up in every live generation with a dirty snapshot, waiting out any
+ * writer of the key still in progress, and inserts only if no generation
+ * holds it.  The key lock is released as soon as the row is in the unique
+ * index (from then on the row itself makes the next claimer wait), or held
+ * to the end of the transaction by a deferred claim that has no row yet
+ * (pending.c).  Rows moved between generations by retirement are deleted
+ * and inserted in one transaction, which the dirty lookup also waits out.
+ * Under REPEATABLE READ and SERIALIZABLE a row that the transaction's own
+ * snapshot cannot see is a serialization failure, as ON CONFLICT makes it
+ * within one table.
+ *
+ * Rows are read and written directly through the heap and the unique
+ * index (no SQL, no planner): this is the path every claim takes, and the
+ * executor start-up of a statement per call cost more than the work.  The
+ * rarer maintenance statements (reclaim, retire, the registry) are
+ * prepared SPI plans, run as the tables' owner with fully schema-qualified
+ * names.  A row is rewritten only in the version that was read (by ctid),
+ * so an update that lost a race changes nothing and reports it, and the
+ * caller looks again.
  *
  * Process model: per backend.  The cache is dropped when a relcache
  * invalidation arrives for the registry (partition.c sends one on every
@@ -33,20 +37,31 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
+#include "common/hashfn.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -54,20 +69,41 @@
 #include "compat.h"
 #include "eo.h"
 
+/* Columns of eo_keys_template, in table order (checked when loaded). */
+enum
+{
+	COL_KEY = 1, COL_OWNER, COL_STATE, COL_FINGERPRINT, COL_RESULT,
+	COL_ATTEMPTS, COL_LEASE_TOKEN, COL_LEASE_EXPIRES_AT, COL_LAST_ERROR,
+	COL_CREATED_AT, COL_UPDATED_AT
+};
+#define KEY_NATTS COL_UPDATED_AT
+
+static const char *const key_columns[KEY_NATTS] = {
+	"key", "owner", "state", "fingerprint", "result", "attempts",
+	"lease_token", "lease_expires_at", "last_error", "created_at", "updated_at"
+};
+
+/*
+ * Where the key lock lives: advisory locks of the current database whose
+ * fourth field is this number (pg_locks shows it as objsubid), so they can
+ * never be mistaken for pg_advisory_lock()'s, which use 1 and 2.
+ */
+#define EO_KEY_LOCK_FIELD4 17743	/* "EO" */
+
 /* One live generation of the key store. */
 typedef struct Generation
 {
 	int32		gen;
 	Oid			relid;
+	Oid			key_index;		/* the unique index on key */
 	char	   *table;			/* schema-qualified, quoted */
-	SPIPlanPtr	update_plan;	/* made on first use */
 	SPIPlanPtr	reclaim_plan;	/* made on first use */
 } Generation;
 
 typedef struct KeyStore
 {
 	bool		loaded;			/* schema, registry, owner known */
-	bool		gens_valid;		/* gens[] and the plans below are current */
+	bool		gens_valid;		/* gens[] is current */
 	char	   *schema;			/* unquoted */
 	Oid			registry_relid;
 	Oid			token_seq_relid;
@@ -76,9 +112,6 @@ typedef struct KeyStore
 	SPIPlanPtr	gens_plan;		/* reads the registry */
 	int			ngens;
 	Generation	gens[EO_MAX_LIVE_GENERATIONS];	/* newest (current) first */
-	SPIPlanPtr	find_plan;
-	SPIPlanPtr	insert_plan;
-	SPIPlanPtr	claim_plan;
 } KeyStore;
 
 static KeyStore store;
@@ -87,12 +120,6 @@ static bool callback_registered = false;
 
 /* The caller's identity while eo_ks_open() has switched to the owner. */
 static EoIdentity caller_identity;
-static MemoryContext caller_context;
-
-/* Columns every generation query returns, in ks_read_row() order. */
-#define ROW_COLUMNS \
-	"state, owner, fingerprint, result, attempts, lease_token, " \
-	"lease_expires_at, last_error, created_at, updated_at, xmin, ctid"
 
 static void
 ks_invalidate(Datum arg, Oid relid)
@@ -123,7 +150,6 @@ static void
 ks_load_static(void)
 {
 	Oid			nsp = get_extension_schema(get_extension_oid("eo", false));
-	Oid			argtypes[1] = {INT4OID};
 	MemoryContext old;
 
 	if (!callback_registered)
@@ -147,11 +173,6 @@ ks_load_static(void)
 	MemoryContextSwitchTo(old);
 
 	ks_free_plan(&store.gens_plan);
-	store.gens_plan = eo_prepare_kept(psprintf(
-										  "SELECT gen, relid FROM %s"
-										  " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
-										  " AND gen OPERATOR(pg_catalog.>) $1 ORDER BY gen DESC",
-										  ks_qualified("eo_generations")), 1, argtypes);
 	store.loaded = true;
 	store.gens_valid = false;
 }
@@ -160,143 +181,125 @@ static void
 ks_forget_generations(void)
 {
 	for (int i = 0; i < store.ngens; i++)
-	{
-		ks_free_plan(&store.gens[i].update_plan);
 		ks_free_plan(&store.gens[i].reclaim_plan);
-	}
-	ks_free_plan(&store.find_plan);
-	ks_free_plan(&store.insert_plan);
-	ks_free_plan(&store.claim_plan);
 	store.ngens = 0;
 	MemoryContextReset(ks_context);
 }
 
-/* One SELECT over every live generation, newest first, stopping at a hit. */
-static char *
-ks_find_sql(void)
-{
-	StringInfoData sql;
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT * FROM (");
-	for (int i = 0; i < store.ngens; i++)
-		appendStringInfo(&sql, "%sSELECT %d AS gen, " ROW_COLUMNS " FROM %s"
-						 " WHERE key OPERATOR(pg_catalog.=) $1",
-						 i > 0 ? " UNION ALL " : "",
-						 store.gens[i].gen, store.gens[i].table);
-	appendStringInfoString(&sql, ") k LIMIT 1");
-	return sql.data;
-}
-
-#define INSERT_COLUMNS \
-	"key, owner, state, fingerprint, result, attempts, lease_token, " \
-	"lease_expires_at, last_error, created_at, updated_at"
-
 /*
- * A claim in one statement: look the key up in every live generation and,
- * only if no generation holds it, insert it into the current one (ON
- * CONFLICT DO NOTHING).  Returns the new row's ctid, if inserted, then the
- * row found, if any; both NULL means a concurrent claimer of the key
- * committed while we waited for it, and the caller looks again.
+ * The unique index on key of generation table `relid`, after checking
+ * that the table has the template's columns in the template's order (the
+ * row code below reads and writes columns by number).
  */
-static void
-ks_prepare_claim(void)
+static Oid
+ks_key_index(Oid relid)
 {
-	Oid			argtypes[11] = {TEXTOID, OIDOID, CHAROID, TEXTOID, JSONBOID,
-		INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Relation	rel = table_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	List	   *indexes = RelationGetIndexList(rel);
+	Oid			result = InvalidOid;
+	ListCell   *lc;
 
-	store.claim_plan = eo_prepare_kept(psprintf(
-										   "WITH f AS MATERIALIZED (%s),"
-										   " i AS (INSERT INTO %s (" INSERT_COLUMNS ")"
-										   "   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11"
-										   "   WHERE NOT EXISTS (SELECT FROM f)"
-										   "   ON CONFLICT (key) DO NOTHING RETURNING ctid)"
-										   " SELECT (SELECT ctid FROM i) AS new_ctid, f.*"
-										   " FROM (VALUES (1)) one LEFT JOIN f ON true",
-										   ks_find_sql(), store.gens[0].table), 11, argtypes);
+	if (desc->natts != KEY_NATTS)
+		elog(ERROR, "eo: key table \"%s\" has %d columns, expected %d",
+			 RelationGetRelationName(rel), desc->natts, KEY_NATTS);
+	for (int i = 0; i < KEY_NATTS; i++)
+		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), key_columns[i]) != 0)
+			elog(ERROR, "eo: column %d of key table \"%s\" is not \"%s\"",
+				 i + 1, RelationGetRelationName(rel), key_columns[i]);
+
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		Form_pg_index idx;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "eo: cache lookup failed for index %u", lfirst_oid(lc));
+		idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique && idx->indnkeyatts == 1 &&
+			idx->indkey.values[0] == COL_KEY && idx->indisvalid)
+			result = idx->indexrelid;
+		ReleaseSysCache(tup);
+	}
+	table_close(rel, NoLock);
+	if (!OidIsValid(result))
+		elog(ERROR, "eo: key table %u has no unique index on key", relid);
+	return result;
 }
 
+/* Read the registry (SPI, as the owner) into gens[]. */
 static void
-ks_prepare_find(void)
+ks_read_registry(void)
 {
-	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {Int32GetDatum(0)};
+	Oid			argtypes[1] = {INT4OID};
+	MemoryContext old;
+	EoIdentity	saved;
+	int			rc;
 
-	store.find_plan = eo_prepare_kept(ks_find_sql(), 1, argtypes);
-}
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(store.table_owner, &saved);
+	if (store.gens_plan == NULL)
+		store.gens_plan = eo_prepare_kept(psprintf(
+												   "SELECT gen, relid FROM %s"
+												   " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
+												   " AND gen OPERATOR(pg_catalog.>) $1 ORDER BY gen DESC",
+												   ks_qualified("eo_generations")), 1, argtypes);
+	rc = SPI_execute_snapshot(store.gens_plan, values, NULL, GetLatestSnapshot(),
+							  InvalidSnapshot, true, false, 0);
+	if (rc != SPI_OK_SELECT || SPI_processed == 0)
+		elog(ERROR, "eo: the key store has no current generation");
+	if (SPI_processed > EO_MAX_LIVE_GENERATIONS)
+		elog(ERROR, "eo: the key store has too many live generations");
 
-static void
-ks_prepare_insert(void)
-{
-	Oid			argtypes[11] = {TEXTOID, OIDOID, CHAROID, TEXTOID, JSONBOID,
-		INT4OID, INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	old = MemoryContextSwitchTo(ks_context);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Generation *g = &store.gens[i];
+		bool		isnull;
 
-	store.insert_plan = eo_prepare_kept(psprintf(
-											"INSERT INTO %s (" INSERT_COLUMNS ")"
-											" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-											" ON CONFLICT (key) DO NOTHING RETURNING ctid",
-											store.gens[0].table), 11, argtypes);
+		memset(g, 0, sizeof(*g));
+		g->gen = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+		g->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+												  SPI_tuptable->tupdesc, 2, &isnull));
+		g->table = ks_qualified(get_rel_name(g->relid));
+	}
+	store.ngens = (int) SPI_processed;
+	MemoryContextSwitchTo(old);
+	eo_restore_identity(&saved);
+	SPI_finish();
 }
 
 /*
  * Read the live generations from the registry with the latest snapshot
- * (the caller's lock on the registry makes that the list in force) and
- * make the plans for them.  An invalidation that arrives while we read
- * clears gens_valid again and we read once more.
+ * (the caller's lock on the registry makes that the list in force).  An
+ * invalidation that arrives while we read clears gens_valid again and we
+ * read once more.
  */
 static void
 ks_load_generations(void)
 {
 	while (!store.gens_valid)
 	{
-		Datum		values[1] = {Int32GetDatum(0)};
-		MemoryContext old;
-		int			rc;
-
 		store.gens_valid = true;
 		ks_forget_generations();
-		rc = SPI_execute_snapshot(store.gens_plan, values, NULL, GetLatestSnapshot(),
-								  InvalidSnapshot, true, false, 0);
-		if (rc != SPI_OK_SELECT || SPI_processed == 0)
-			elog(ERROR, "eo: the key store has no current generation");
-		if (SPI_processed > EO_MAX_LIVE_GENERATIONS)
-			elog(ERROR, "eo: the key store has too many live generations");
-
-		old = MemoryContextSwitchTo(ks_context);
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			Generation *g = &store.gens[i];
-			bool		isnull;
-
-			memset(g, 0, sizeof(*g));
-			g->gen = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-												 SPI_tuptable->tupdesc, 1, &isnull));
-			g->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-													  SPI_tuptable->tupdesc, 2, &isnull));
-			g->table = ks_qualified(get_rel_name(g->relid));
-		}
-		store.ngens = (int) SPI_processed;
-		MemoryContextSwitchTo(old);
-
-		ks_prepare_find();
-		ks_prepare_insert();
-		ks_prepare_claim();
+		ks_read_registry();
+		for (int i = 0; i < store.ngens; i++)
+			store.gens[i].key_index = ks_key_index(store.gens[i].relid);
 	}
 }
 
 /*
- * Start a series of key-store calls: connect SPI, take the registry lock
- * of partition.c's protocol (ROW EXCLUSIVE if new keys may be inserted,
- * else ACCESS SHARE; held to the end of the transaction), and act as the
- * table owner.  An error before eo_ks_close() needs no cleanup here:
- * (sub)transaction abort restores the user and closes SPI.
+ * Start a series of row calls: take the registry lock of partition.c's
+ * protocol (ROW EXCLUSIVE if new keys may be inserted, else ACCESS SHARE;
+ * held to the end of the transaction) and make sure the list of live
+ * generations is current.
  */
 void
-eo_ks_open(EoKsMode mode)
+eo_ks_begin(EoKsMode mode)
 {
-	caller_context = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eo: SPI_connect failed");
-
 	if (!store.loaded ||
 		!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(store.registry_relid)))
 		ks_load_static();
@@ -310,9 +313,21 @@ eo_ks_open(EoKsMode mode)
 	 * that were live when it started, even in a long transaction.
 	 */
 	AcceptInvalidationMessages();
-
-	eo_become_owner(store.table_owner, &caller_identity);
 	ks_load_generations();
+}
+
+/*
+ * Start a series of maintenance calls: eo_ks_begin, then connect SPI and
+ * act as the table owner.  An error before eo_ks_close() needs no cleanup
+ * here: (sub)transaction abort restores the user and closes SPI.
+ */
+void
+eo_ks_open(EoKsMode mode)
+{
+	eo_ks_begin(mode);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(store.table_owner, &caller_identity);
 }
 
 void
@@ -328,49 +343,116 @@ eo_ks_generations(void)
 	return &store.genset;
 }
 
-/* Copy one column of SPI row `n` into the caller's memory. */
-static Datum
-ks_column(uint64 n, int col, bool *isnull, bool varlena)
-{
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[n], SPI_tuptable->tupdesc,
-								  col, isnull);
-	MemoryContext old;
+/* ---- the key lock ---- */
 
-	if (*isnull || !varlena)
-		return d;
-	old = MemoryContextSwitchTo(caller_context);
-	d = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
-	MemoryContextSwitchTo(old);
-	return d;
+static void
+ks_key_locktag(LOCKTAG *tag, const text *key)
+{
+	uint64		h = DatumGetUInt64(hash_any_extended((const unsigned char *) VARDATA_ANY(key),
+													 VARSIZE_ANY_EXHDR(key), 0));
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 EO_KEY_LOCK_FIELD4);
 }
 
-/* Read ROW_COLUMNS starting at column `first` of SPI row 0. */
-static void
-ks_read_row(EoKey *row, int first)
+/*
+ * Take the lock that every inserter of a new key holds while it looks the
+ * key up and inserts it; a transaction-level lock, so abort or a crash
+ * releases it.  Two keys with the same 64-bit hash merely share a lock.
+ */
+void
+eo_ks_lock_key(const text *key)
 {
-	bool		isnull;
-	Datum		d;
-	int			c = first;
+	LOCKTAG		tag;
 
-	row->state = DatumGetChar(ks_column(0, c++, &isnull, false));
-	row->owner = DatumGetObjectId(ks_column(0, c++, &isnull, false));
-	d = ks_column(0, c++, &isnull, true);
-	row->fingerprint = isnull ? NULL : DatumGetTextPP(d);
-	d = ks_column(0, c++, &isnull, true);
-	row->result = isnull ? NULL : DatumGetJsonbP(d);
-	row->attempts = DatumGetInt32(ks_column(0, c++, &isnull, false));
-	d = ks_column(0, c++, &isnull, false);
-	row->has_token = !isnull;
-	row->lease_token = isnull ? 0 : DatumGetInt64(d);
-	d = ks_column(0, c++, &isnull, false);
-	row->has_expiry = !isnull;
-	row->lease_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
-	d = ks_column(0, c++, &isnull, true);
-	row->last_error = isnull ? NULL : DatumGetTextPP(d);
-	row->created_at = DatumGetTimestampTz(ks_column(0, c++, &isnull, false));
-	row->updated_at = DatumGetTimestampTz(ks_column(0, c++, &isnull, false));
-	row->xmin = DatumGetTransactionId(ks_column(0, c++, &isnull, false));
-	row->tid = *DatumGetItemPointer(ks_column(0, c++, &isnull, false));
+	ks_key_locktag(&tag, key);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+void
+eo_ks_unlock_key(const text *key)
+{
+	LOCKTAG		tag;
+
+	ks_key_locktag(&tag, key);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/* ---- reading rows ---- */
+
+/* A copy of varlena column `col` in the current memory context, or NULL. */
+static struct varlena *
+ks_copy_varlena(TupleTableSlot *slot, int col)
+{
+	if (slot->tts_isnull[col - 1])
+		return NULL;
+	return PG_DETOAST_DATUM_COPY(slot->tts_values[col - 1]);
+}
+
+/* The row in `slot` (all attributes deformed) as an EoKey. */
+static void
+ks_read_slot(TupleTableSlot *slot, EoKey *row)
+{
+	Datum	   *v = slot->tts_values;
+	bool	   *n = slot->tts_isnull;
+	bool		should_free;
+	HeapTuple	tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
+
+	row->owner = DatumGetObjectId(v[COL_OWNER - 1]);
+	row->state = DatumGetChar(v[COL_STATE - 1]);
+	row->fingerprint = (text *) ks_copy_varlena(slot, COL_FINGERPRINT);
+	row->result = (Jsonb *) ks_copy_varlena(slot, COL_RESULT);
+	row->attempts = DatumGetInt32(v[COL_ATTEMPTS - 1]);
+	row->has_token = !n[COL_LEASE_TOKEN - 1];
+	row->lease_token = row->has_token ? DatumGetInt64(v[COL_LEASE_TOKEN - 1]) : 0;
+	row->has_expiry = !n[COL_LEASE_EXPIRES_AT - 1];
+	row->lease_expires_at = row->has_expiry ?
+		DatumGetTimestampTz(v[COL_LEASE_EXPIRES_AT - 1]) : 0;
+	row->last_error = (text *) ks_copy_varlena(slot, COL_LAST_ERROR);
+	row->created_at = DatumGetTimestampTz(v[COL_CREATED_AT - 1]);
+	row->updated_at = DatumGetTimestampTz(v[COL_UPDATED_AT - 1]);
+	row->xmin = HeapTupleHeaderGetXmin(tuple->t_data);
+	row->tid = slot->tts_tid;
+	if (should_free)
+		heap_freetuple(tuple);
+}
+
+/*
+ * Look `key` up in generation `g` through its unique index.  With a dirty
+ * snapshot, *busy_xid is set if the version found is being written by
+ * another transaction still in progress (the caller waits for it).
+ */
+static bool
+ks_fetch(Generation *g, text *key, Snapshot snapshot, EoKey *row,
+		 TransactionId *busy_xid)
+{
+	Relation	heap = table_open(g->relid, AccessShareLock);
+	Relation	index = index_open(g->key_index, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	IndexScanDesc scan;
+	ScanKeyData skey;
+	bool		found;
+
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(key));
+	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		slot_getallattrs(slot);
+		ks_read_slot(slot, row);
+		row->gen = g->gen;
+		row->key = key;
+		if (busy_xid != NULL)
+			*busy_xid = TransactionIdIsValid(snapshot->xmin) ? snapshot->xmin :
+				snapshot->xmax;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return found;
 }
 
 /*
@@ -399,111 +481,191 @@ ks_check_serializable(const EoKey *row)
 bool
 eo_ks_find(text *key, EoKey *row)
 {
-	Datum		values[1] = {PointerGetDatum(key)};
-	int			rc;
-	bool		isnull;
+	Snapshot	snapshot = GetLatestSnapshot();
 
-	rc = SPI_execute_snapshot(store.find_plan, values, NULL, GetLatestSnapshot(),
-							  InvalidSnapshot, false, false, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: key lookup failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
-		return false;
-	row->gen = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
-	ks_read_row(row, 2);
-	row->key = key;
-	ks_check_serializable(row);
-	return true;
+	for (int i = 0; i < store.ngens; i++)
+		if (ks_fetch(&store.gens[i], key, snapshot, row, NULL))
+		{
+			ks_check_serializable(row);
+			return true;
+		}
+	return false;
 }
-
-/* After a write: where the row's new version is, if one was written. */
-static bool
-ks_new_location(EoKey *row, int32 gen)
-{
-	bool		isnull;
-
-	if (SPI_processed != 1)
-		return false;
-	row->gen = gen;
-	row->tid = *DatumGetItemPointer(SPI_getbinval(SPI_tuptable->vals[0],
-												  SPI_tuptable->tupdesc, 1, &isnull));
-	return true;
-}
-
-#define PARAM(value, isnull, i) \
-	(nulls[i] = (isnull) ? 'n' : ' ', values[i] = (value))
 
 /*
- * Insert a new key into the current generation; false if the key exists
- * there (after waiting for its writer).  Callers look the key up first.
- * On success row->gen and row->tid say where the row is.
+ * Like eo_ks_find, but a version that another transaction is writing is
+ * waited for (as a unique index makes an inserter wait) and the lookup
+ * starts again.  Used by inserters of new keys, under the key lock.
  */
-static void
-ks_insert_params(const EoKey *row, Datum *values, char *nulls)
+static bool
+ks_find_settled(text *key, EoKey *row)
 {
-	PARAM(PointerGetDatum(row->key), false, 0);
-	PARAM(ObjectIdGetDatum(row->owner), false, 1);
-	PARAM(CharGetDatum(row->state), false, 2);
-	PARAM(PointerGetDatum(row->fingerprint), row->fingerprint == NULL, 3);
-	PARAM(PointerGetDatum(row->result), row->result == NULL, 4);
-	PARAM(Int32GetDatum(row->attempts), false, 5);
-	PARAM(Int64GetDatum(row->lease_token), !row->has_token, 6);
-	PARAM(TimestampTzGetDatum(row->lease_expires_at), !row->has_expiry, 7);
-	PARAM(PointerGetDatum(row->last_error), row->last_error == NULL, 8);
-	PARAM(TimestampTzGetDatum(row->created_at), false, 9);
-	PARAM(TimestampTzGetDatum(row->updated_at), false, 10);
+	for (;;)
+	{
+		SnapshotData dirty;
+		TransactionId busy = InvalidTransactionId;
+		bool		found = false;
+
+		InitDirtySnapshot(dirty);
+		for (int i = 0; i < store.ngens && !found; i++)
+			found = ks_fetch(&store.gens[i], key, &dirty, row, &busy);
+		if (!found)
+			return false;
+		if (!TransactionIdIsValid(busy))
+		{
+			ks_check_serializable(row);
+			return true;
+		}
+		XactLockTableWait(busy, NULL, NULL, XLTW_None);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
+/* ---- writing rows ---- */
+
+/* `row` as the values of a key-table tuple in `slot`. */
+static void
+ks_fill_slot(TupleTableSlot *slot, const EoKey *row)
+{
+	Datum	   *v = slot->tts_values;
+	bool	   *n = slot->tts_isnull;
+
+	ExecClearTuple(slot);
+	memset(n, 0, KEY_NATTS * sizeof(bool));
+	v[COL_KEY - 1] = PointerGetDatum(row->key);
+	v[COL_OWNER - 1] = ObjectIdGetDatum(row->owner);
+	v[COL_STATE - 1] = CharGetDatum(row->state);
+	n[COL_FINGERPRINT - 1] = row->fingerprint == NULL;
+	v[COL_FINGERPRINT - 1] = PointerGetDatum(row->fingerprint);
+	n[COL_RESULT - 1] = row->result == NULL;
+	v[COL_RESULT - 1] = PointerGetDatum(row->result);
+	v[COL_ATTEMPTS - 1] = Int32GetDatum(row->attempts);
+	n[COL_LEASE_TOKEN - 1] = !row->has_token;
+	v[COL_LEASE_TOKEN - 1] = Int64GetDatum(row->lease_token);
+	n[COL_LEASE_EXPIRES_AT - 1] = !row->has_expiry;
+	v[COL_LEASE_EXPIRES_AT - 1] = TimestampTzGetDatum(row->lease_expires_at);
+	n[COL_LAST_ERROR - 1] = row->last_error == NULL;
+	v[COL_LAST_ERROR - 1] = PointerGetDatum(row->last_error);
+	v[COL_CREATED_AT - 1] = TimestampTzGetDatum(row->created_at);
+	v[COL_UPDATED_AT - 1] = TimestampTzGetDatum(row->updated_at);
+	ExecStoreVirtualTuple(slot);
+}
+
+/* What one write needs: the table, its indexes and a slot. */
+typedef struct RowWrite
+{
+	Relation	heap;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+	MemoryContext caller_context;	/* the write allocates in the EState's */
+} RowWrite;
+
+static void
+ks_write_begin(RowWrite *w, Generation *g, const EoKey *row)
+{
+	w->heap = table_open(g->relid, RowExclusiveLock);
+	w->estate = CreateExecutorState();
+	w->caller_context = MemoryContextSwitchTo(w->estate->es_query_cxt);
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, w->heap, 0, NULL, 0);
+	w->slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->heap),
+									 &TTSOpsVirtual);
+	ks_fill_slot(w->slot, row);
+}
+
+/* Index the new version in `w->slot` (every index, or the summarizing ones). */
+static void
+ks_write_indexes(RowWrite *w, bool only_summarizing)
+{
+	ExecOpenIndices(w->rri, false);
+	eo_insert_index_tuples(w->rri, w->slot, w->estate, only_summarizing);
+	ExecCloseIndices(w->rri);
+}
+
+/*
+ * Finish a write.  The command counter moves on, as after any SQL
+ * statement, so that the next lookup in this transaction sees the row.
+ */
+static void
+ks_write_end(RowWrite *w)
+{
+	ExecResetTupleTable(w->estate->es_tupleTable, false);
+	MemoryContextSwitchTo(w->caller_context);
+	FreeExecutorState(w->estate);
+	table_close(w->heap, NoLock);
+	CommandCounterIncrement();
+}
+
+/* Insert `row` into generation `g`; row->gen and row->tid say where. */
+static void
+ks_insert_row(Generation *g, EoKey *row)
+{
+	RowWrite	w;
+
+	ks_write_begin(&w, g, row);
+	table_tuple_insert(w.heap, w.slot, GetCurrentCommandId(true), 0, NULL);
+	ks_write_indexes(&w, false);
+	row->gen = g->gen;
+	row->tid = w.slot->tts_tid;
+	row->xmin = GetCurrentTransactionId();
+	ks_write_end(&w);
+}
+
+/*
+ * Insert a new key into the current generation, under the key lock; false
+ * if a live generation holds the key (after waiting for its writer).
+ * On success row->gen and row->tid say where the row is.
+ */
 bool
 eo_ks_insert(EoKey *row)
 {
-	Datum		values[11];
-	char		nulls[11];
-	int			rc;
+	EoKey		found;
+	bool		inserted = false;
 
-	ks_insert_params(row, values, nulls);
-	rc = SPI_execute_plan(store.insert_plan, values, nulls, false, 0);
-	if (rc != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "eo: key insert failed: %s", SPI_result_code_string(rc));
-	return ks_new_location(row, store.gens[0].gen);
+	eo_ks_lock_key(row->key);
+	if (!ks_find_settled(row->key, &found))
+	{
+		ks_insert_row(&store.gens[0], row);
+		inserted = true;
+	}
+	eo_ks_unlock_key(row->key);
+	return inserted;
+}
+
+/*
+ * Insert the row of a deferred claim, whose key lock this transaction has
+ * held since it found no row (pending.c), into the current generation.
+ */
+void
+eo_ks_insert_held(EoKey *row)
+{
+	ks_insert_row(&store.gens[0], row);
 }
 
 /*
  * Claim a new key: insert `row` unless a live generation holds the key, in
- * which case `found` is that row.  With the latest snapshot, as
- * eo_ks_find.
+ * which case `found` is that row.  With `defer`, nothing is written: the
+ * key lock stays held to the end of the transaction and the caller writes
+ * the row later with eo_ks_insert_held (EO_KS_DEFERRED).
  */
 EoKsClaim
-eo_ks_claim(EoKey *row, EoKey *found)
+eo_ks_claim(EoKey *row, EoKey *found, bool defer)
 {
-	Datum		values[11];
-	char		nulls[11];
-	int			rc;
-	bool		isnull;
-	Datum		d;
-
-	ks_insert_params(row, values, nulls);
-	rc = SPI_execute_snapshot(store.claim_plan, values, nulls, GetLatestSnapshot(),
-							  InvalidSnapshot, false, false, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "eo: key claim failed: %s", SPI_result_code_string(rc));
-
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull)
+	eo_ks_lock_key(row->key);
+	if (ks_find_settled(row->key, found))
+	{
+		eo_ks_unlock_key(row->key);
+		return EO_KS_FOUND;
+	}
+	if (defer)
 	{
 		row->gen = store.gens[0].gen;
-		row->tid = *DatumGetItemPointer(d);
-		return EO_KS_INSERTED;
+		return EO_KS_DEFERRED;
 	}
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (isnull)
-		return EO_KS_RACED;
-	found->gen = DatumGetInt32(d);
-	ks_read_row(found, 3);
-	found->key = row->key;
-	ks_check_serializable(found);
-	return EO_KS_FOUND;
+	ks_insert_row(&store.gens[0], row);
+	eo_ks_unlock_key(row->key);
+	return EO_KS_INSERTED;
 }
 
 static Generation *
@@ -516,49 +678,48 @@ ks_generation(int32 gen)
 	return NULL;				/* keep compiler quiet */
 }
 
-static SPIPlanPtr
-ks_update_plan(Generation *g)
-{
-	Oid			argtypes[9] = {TIDOID, CHAROID, TEXTOID, JSONBOID, INT4OID,
-		INT8OID, TIMESTAMPTZOID, TEXTOID, TIMESTAMPTZOID};
-
-	if (g->update_plan == NULL)
-		g->update_plan = eo_prepare_kept(psprintf(
-											 "UPDATE %s SET state = $2, fingerprint = $3, result = $4,"
-											 " attempts = $5, lease_token = $6, lease_expires_at = $7,"
-											 " last_error = $8, updated_at = $9"
-											 " WHERE ctid OPERATOR(pg_catalog.=) $1 RETURNING ctid",
-											 g->table), 9, argtypes);
-	return g->update_plan;
-}
-
 /*
  * Rewrite the row version at row->gen, row->tid (as eo_ks_find or the last
- * write returned it).  False if another transaction changed, moved or
- * removed it first.  On success row->tid is the new version.
+ * write returned it), waiting for a concurrent writer of it first.  False
+ * if another transaction changed, moved or removed it: the caller looks
+ * again.  Under REPEATABLE READ and SERIALIZABLE that is a serialization
+ * failure, as it is for an UPDATE.  On success row->tid is the new version.
  */
 bool
 eo_ks_update(EoKey *row)
 {
-	Datum		values[9];
-	char		nulls[9];
-	int			rc;
+	RowWrite	w;
+	TM_Result	result;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	EoUpdateIndexes update_indexes;
 
-	PARAM(ItemPointerGetDatum(&row->tid), false, 0);
-	PARAM(CharGetDatum(row->state), false, 1);
-	PARAM(PointerGetDatum(row->fingerprint), row->fingerprint == NULL, 2);
-	PARAM(PointerGetDatum(row->result), row->result == NULL, 3);
-	PARAM(Int32GetDatum(row->attempts), false, 4);
-	PARAM(Int64GetDatum(row->lease_token), !row->has_token, 5);
-	PARAM(TimestampTzGetDatum(row->lease_expires_at), !row->has_expiry, 6);
-	PARAM(PointerGetDatum(row->last_error), row->last_error == NULL, 7);
-	PARAM(TimestampTzGetDatum(row->updated_at), false, 8);
-
-	rc = SPI_execute_plan(ks_update_plan(ks_generation(row->gen)), values, nulls,
-						  false, 0);
-	if (rc != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "eo: key update failed: %s", SPI_result_code_string(rc));
-	return ks_new_location(row, row->gen);
+	ks_write_begin(&w, ks_generation(row->gen), row);
+	result = table_tuple_update(w.heap, &row->tid, w.slot, GetCurrentCommandId(true),
+								InvalidSnapshot, InvalidSnapshot, true, &tmfd,
+								&lockmode, &update_indexes);
+	switch (result)
+	{
+		case TM_Ok:
+			if (EO_UPDATE_NEEDS_INDEXES(update_indexes))
+				ks_write_indexes(&w, EO_UPDATE_ONLY_SUMMARIZING(update_indexes));
+			row->tid = w.slot->tts_tid;
+			row->xmin = GetCurrentTransactionId();
+			ks_write_end(&w);
+			return true;
+		case TM_Updated:
+		case TM_Deleted:
+			if (IsolationUsesXactSnapshot())
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not serialize access due to concurrent update")));
+			ks_write_end(&w);
+			return false;
+		default:
+			elog(ERROR, "eo: unexpected result %d updating key \"%s\"",
+				 (int) result, text_to_cstring(row->key));
+	}
+	return false;				/* keep compiler quiet */
 }
 
 /* A fencing token: strictly increasing, durable across crashes. */

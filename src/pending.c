@@ -1,0 +1,249 @@
+/*-------------------------------------------------------------------------
+ * pending.c
+ *	  Deferred claims: a transaction-mode claim of a new key writes its row
+ *	  once, at commit, already done and with its result.
+ *
+ * The hand-written pattern writes a key row twice (insert "in progress",
+ * update to "done").  A transaction-mode claim needs neither write before
+ * commit: nobody else may see the key before commit anyway, and a rollback
+ * must leave no trace.  So eo_claim of a new key takes the key lock
+ * (keystore.c), finds no row, and remembers the claim here; eo_complete
+ * records the result here; just before commit (or PREPARE TRANSACTION) the
+ * row is inserted once, as done.  A concurrent claimer of the key waits
+ * for the key lock, which the lock manager releases only after the commit
+ * has made the row visible, and then finds the row; after a rollback or a
+ * crash it finds nothing and claims the key.
+ *
+ * Only the first EO_MAX_PENDING claims of a transaction are deferred, so a
+ * batch consumer that claims 100,000 keys in one transaction does not hold
+ * 100,000 locks: later claims write their row at once.  Any other call on
+ * a pending key (eo_fail, eo_extend, eo_status, a lease token) first writes
+ * the row as it is, then proceeds as for any row.
+ *
+ * Subtransactions: a claim or completion made in a subtransaction that
+ * rolls back is undone here too (the key lock is released by the lock
+ * manager); one that commits passes to its parent.
+ *
+ * Process model: per backend, per transaction; entries live in
+ * TopTransactionContext and are forgotten at transaction end.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "eo.h"
+
+typedef struct PendingClaim
+{
+	EoKey		row;			/* the row to write at commit */
+	SubTransactionId claimed_in;
+	SubTransactionId completed_in;	/* InvalidSubTransactionId: not yet */
+	SubTransactionId written_in;	/* row written early (eo_pending_write) */
+} PendingClaim;
+
+static PendingClaim pending[EO_MAX_PENDING];
+static int	npending = 0;
+static LocalTransactionId pending_lxid = InvalidLocalTransactionId;
+static bool callbacks_registered = false;
+
+/* Entries of an earlier transaction are gone (their memory with it). */
+static void
+pending_check_xact(void)
+{
+	if (pending_lxid != MyProc->lxid)
+	{
+		npending = 0;
+		pending_lxid = MyProc->lxid;
+	}
+}
+
+static bool
+same_key(const text *a, const text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+static int
+pending_index(const text *key)
+{
+	pending_check_xact();
+	for (int i = 0; i < npending; i++)
+		if (pending[i].written_in == InvalidSubTransactionId &&
+			same_key(pending[i].row.key, key))
+			return i;
+	return -1;
+}
+
+/* The pending claim of `key` in this transaction, or NULL. */
+EoKey *
+eo_pending_get(text *key)
+{
+	int			i = pending_index(key);
+
+	return i < 0 ? NULL : &pending[i].row;
+}
+
+bool
+eo_pending_room(void)
+{
+	pending_check_xact();
+	return npending < EO_MAX_PENDING;
+}
+
+static void
+pending_remove(int i)
+{
+	pending[i] = pending[--npending];
+}
+
+/* Write the rows of every pending claim: the transaction is committing. */
+static void
+pending_write_all(void)
+{
+	if (npending == 0)
+		return;
+	eo_ks_begin(EO_KS_WRITE);
+	while (npending > 0)
+	{
+		PendingClaim *p = &pending[npending - 1];
+
+		if (p->written_in == InvalidSubTransactionId)
+			eo_ks_insert_held(&p->row);
+		npending--;
+	}
+}
+
+static void
+pending_xact_callback(XactEvent event, void *arg)
+{
+	if (pending_lxid != MyProc->lxid)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			pending_write_all();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			npending = 0;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+pending_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	if (pending_lxid != MyProc->lxid)
+		return;
+	for (int i = npending - 1; i >= 0; i--)
+	{
+		PendingClaim *p = &pending[i];
+
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+		{
+			if (p->claimed_in >= mySubid)
+			{
+				pending_remove(i);
+				continue;
+			}
+			if (p->written_in >= mySubid)
+				p->written_in = InvalidSubTransactionId;	/* pending again */
+			if (p->completed_in >= mySubid)
+			{
+				p->completed_in = InvalidSubTransactionId;
+				p->row.state = EO_TXN_CLAIMED;
+				p->row.result = NULL;
+			}
+		}
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		{
+			if (p->claimed_in == mySubid)
+				p->claimed_in = parentSubid;
+			if (p->completed_in == mySubid)
+				p->completed_in = parentSubid;
+			if (p->written_in == mySubid)
+				p->written_in = parentSubid;
+		}
+	}
+}
+
+static text *
+copy_text(const text *t)
+{
+	return t == NULL ? NULL : (text *) PG_DETOAST_DATUM_COPY(PointerGetDatum(t));
+}
+
+/*
+ * Remember a claim whose key lock this transaction holds and whose row is
+ * not written (keystore.c returned EO_KS_DEFERRED).
+ */
+void
+eo_pending_add(const EoKey *row)
+{
+	MemoryContext old;
+	PendingClaim *p;
+
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(pending_xact_callback, NULL);
+		RegisterSubXactCallback(pending_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	pending_check_xact();
+	Assert(npending < EO_MAX_PENDING);
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	p = &pending[npending];
+	p->row = *row;
+	p->row.key = copy_text(row->key);
+	p->row.fingerprint = copy_text(row->fingerprint);
+	p->row.last_error = copy_text(row->last_error);
+	p->row.result = NULL;
+	p->claimed_in = GetCurrentSubTransactionId();
+	p->completed_in = InvalidSubTransactionId;
+	p->written_in = InvalidSubTransactionId;
+	MemoryContextSwitchTo(old);
+	npending++;
+}
+
+/* eo_complete of a pending claim: the row will be written done. */
+void
+eo_pending_set_done(EoKey *row, Jsonb *result)
+{
+	PendingClaim *p = (PendingClaim *) row;	/* row is the first member */
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+	p->row.state = EO_DONE;
+	p->row.result = result == NULL ? NULL :
+		(Jsonb *) PG_DETOAST_DATUM_COPY(PointerGetDatum(result));
+	p->row.updated_at = GetCurrentTimestamp();
+	p->completed_in = GetCurrentSubTransactionId();
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Write the row of the pending claim of `key`, if any, as it is now: the
+ * caller is about to act on the key as a row.  The entry stays, marked
+ * written, so that a rollback to a savepoint that undoes the write makes
+ * the claim pending again.
+ */
+void
+eo_pending_write(text *key)
+{
+	int			i = pending_index(key);
+
+	if (i < 0)
+		return;
+	eo_ks_begin(EO_KS_WRITE);
+	eo_ks_insert_held(&pending[i].row);
+	pending[i].written_in = GetCurrentSubTransactionId();
+}
