@@ -13,6 +13,7 @@ OBJS = \
 	src/claim.o \
 	src/maintain.o \
 	src/worker.o \
+	src/doorbell.o \
 	src/outbox.o \
 	src/relay.o
 

@@ -48,6 +48,7 @@ DESCRIPTIONS = {
     "eo": "eo: eo_claim, change, eo_complete(result)",
     "eo_noresult": "eo: eo_claim, change (commit marks done)",
     "eo_emit": "eo: eo_claim, change, eo_emit, eo_complete",
+    "eo_emit_bell": "eo + emit, outbox notify => false (doorbell wakes relays)",
     "eo_lease": "eo lease mode: claim txn, then change + complete(token)",
     "hand_lease": "hand-written 2 txns: PROCESSING+lease, then change + DONE",
 }
@@ -64,6 +65,8 @@ TARGETS = [
     ("eo without result vs minimal hand-written, tps", "eo_noresult", "hand_min", "base", "tps", ">=", 0.95),
     ("eo + emit vs hand-written outbox, tps", "eo_emit", "hand_outbox", "base", "tps", ">=", 1.10),
     ("eo + emit vs PgQ, tps", "eo_emit", "hand_pgq", "base", "tps", ">=", 1.20),
+    ("eo + emit (notify => false, doorbell) vs hand-written outbox, tps", "eo_emit_bell", "hand_outbox", "base", "tps", ">=", 1.10),
+    ("eo + emit (notify => false, doorbell) vs PgQ, tps", "eo_emit_bell", "hand_pgq", "base", "tps", ">=", 1.20),
     ("eo lease mode vs hand-written two-transaction, tps", "eo_lease", "hand_lease", "base", "tps", ">=", 1.00),
     ("eo vs hand-written, WAL bytes per message", "eo", "hand", "base", "wal_bytes_per_msg", "<", 1.00),
     ("eo vs hand-written, dead key-row versions per processed message", "eo", "hand", "base", "key_dead_per_key", "<", 1.00),

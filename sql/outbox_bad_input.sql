@@ -112,5 +112,19 @@ SELECT eo_outbox_drop('badwal');
 SELECT outbox_try($$SELECT eo_outbox_drop(NULL)$$);
 SELECT outbox_try($$SELECT eo_outbox_drop('nope')$$);
 
+-- eo_relay_wait: outbox and timeout checked; before any fetch it returns
+-- at once (fetch first); after an empty fetch it sleeps its timeout.
+SELECT outbox_try($$SELECT eo_relay_wait(NULL)$$);
+SELECT outbox_try($$SELECT eo_relay_wait('nope')$$);
+SELECT outbox_try($$SELECT eo_relay_wait('bad', NULL)$$);
+SELECT outbox_try($$SELECT eo_relay_wait('bad', '-1 s')$$);
+SELECT outbox_try($$SELECT eo_relay_wait('bad', '2 hours')$$);
+SELECT eo_outbox_create('waitbox');
+SELECT eo_group_create('waitbox', 'g');
+SELECT eo_relay_wait('waitbox', '0') AS before_any_fetch;
+SELECT count(*) AS fetched FROM eo_relay_fetch('waitbox', 'g');
+SELECT eo_relay_wait('waitbox', '50 ms') AS woken_in_50ms;
+SELECT eo_outbox_drop('waitbox');
+
 SELECT eo_outbox_drop('bad');
 DROP FUNCTION outbox_try(text);

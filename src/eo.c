@@ -86,7 +86,12 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("eo");
 
-	/* The worker needs the preload; everything else works without it. */
+	/*
+	 * The worker and the relays' doorbells need the preload; everything
+	 * else works without it.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		eo_doorbell_init();
 	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
 		eo_register_launcher();
 }

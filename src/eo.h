@@ -170,6 +170,12 @@ extern void eo_retire_step(EoPassStats *stats);
 extern void eo_drop_step(EoPassStats *stats);
 extern void eo_outbox_step(EoPassStats *stats);
 
+/* doorbell.c: waking idle relays at commit (shared memory, preload) */
+extern void eo_doorbell_init(void);
+extern void eo_doorbell_ring_at_commit(Oid outbox);
+extern uint64 eo_doorbell_read(Oid outbox);
+extern bool eo_doorbell_wait(Oid outbox, uint64 seen, int64 timeout_ms);
+
 /* worker.c */
 extern int	eo_naptime_secs;
 extern char *eo_databases;

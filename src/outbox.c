@@ -320,6 +320,7 @@ reload_entry(EoOutbox *ob)
 	int			rc;
 	char		mode;
 
+	ob->bell_known = false;		/* the outbox may be another one now */
 	values[0] = CStringGetTextDatum(ob->name);
 	rc = SPI_execute_plan(store.find_plan, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT)
@@ -647,10 +648,12 @@ eo_emit(PG_FUNCTION_ARGS)
 }
 
 /*
- * BEFORE INSERT ... FOR EACH STATEMENT on every table-mode outbox: one
- * NOTIFY on the outbox's channel, sent at commit.  PostgreSQL folds equal
- * notifications of one transaction into one, so a transaction that emits
- * many events wakes listening relays once; a rolled-back one not at all.
+ * BEFORE INSERT ... FOR EACH STATEMENT on every table-mode outbox: ring the
+ * outbox's doorbell at commit (doorbell.c; relays in eo_relay_wait) and,
+ * unless the channel is empty (notify => false), one NOTIFY on the
+ * outbox's channel, sent at commit.  PostgreSQL folds equal notifications
+ * of one transaction into one, so a transaction that emits many events
+ * wakes listening relays once; a rolled-back one not at all.
  */
 Datum
 eo_outbox_notify(PG_FUNCTION_ARGS)
@@ -663,7 +666,9 @@ eo_outbox_notify(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("eo_outbox_notify must be a statement trigger with the channel as its argument")));
-	Async_Notify(trigdata->tg_trigger->tgargs[0], "");
+	eo_doorbell_ring_at_commit(RelationGetRelid(trigdata->tg_relation));
+	if (trigdata->tg_trigger->tgargs[0][0] != '\0')
+		Async_Notify(trigdata->tg_trigger->tgargs[0], "");
 	return PointerGetDatum(NULL);
 }
 
@@ -853,10 +858,10 @@ create_table_mode(const CreateArgs *a, const char *qualname, const char *channel
 	run_sql(psprintf("CREATE INDEX %s ON %s ((%s), seq)",
 					 quote_identifier(psprintf("%s_slot_seq", a->name)), qualname,
 					 slot_expr(a->slots, "aggregateid")));
-	if (a->notify)
-		run_sql(psprintf("CREATE TRIGGER eo_notify BEFORE INSERT ON %s"
-						 " FOR EACH STATEMENT EXECUTE FUNCTION %s.eo_outbox_notify(%s)",
-						 qualname, store.schema, quote_literal_cstr(channel)));
+	run_sql(psprintf("CREATE TRIGGER eo_notify BEFORE INSERT ON %s"
+					 " FOR EACH STATEMENT EXECUTE FUNCTION %s.eo_outbox_notify(%s)",
+					 qualname, store.schema,
+					 quote_literal_cstr(channel != NULL ? channel : "")));
 	run_sql(psprintf("COMMENT ON TABLE %s IS %s", qualname,
 					 quote_literal_cstr(psprintf("eo outbox \"%s\": insert-only; "
 												 "write with eo_emit() or INSERT, read with eo_relay_fetch()",

@@ -45,6 +45,8 @@ typedef struct EoOutbox
 	char	   *wal_prefix;		/* logical message prefix (WAL mode) */
 	SPIPlanPtr	emit_plan;		/* INSERT of one event */
 	SPIPlanPtr	page_plan;		/* one page of a batch (relay.c) */
+	bool		bell_known;		/* bell_seen is set (relay.c) */
+	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;
 
 /*

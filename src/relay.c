@@ -89,6 +89,7 @@ PG_FUNCTION_INFO_V1(eo_relay_fetch);
 PG_FUNCTION_INFO_V1(eo_relay_ack);
 PG_FUNCTION_INFO_V1(eo_relay_extend);
 PG_FUNCTION_INFO_V1(eo_relay_release);
+PG_FUNCTION_INFO_V1(eo_relay_wait);
 PG_FUNCTION_INFO_V1(eo_outbox_stats);
 
 /* (next txid, seq) pairs a slot remembers for lo(); see above. */
@@ -741,6 +742,10 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	prepare_plans();
 	prepare_page_plan(ob);
 
+	/* Before any snapshot of this fetch: see doorbell.c. */
+	ob->bell_seen = eo_doorbell_read(ob->relid);
+	ob->bell_known = true;
+
 	memset(&r, 0, sizeof(r));
 	r.pub.receiveSlot = page_receive;
 	r.pub.rStartup = page_startup;
@@ -791,6 +796,47 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 		(void) group_max_token(ob, grp);	/* no such group: an error */
 	eo_ob_close();
 	return (Datum) 0;
+}
+
+/*
+ * eo_relay_wait(outbox, timeout): after a fetch that returned nothing,
+ * sleep until a transaction that wrote events into the outbox commits
+ * (true) or the timeout ends (false).  Without the preload it sleeps the
+ * whole timeout.  Never having fetched from the outbox in this session
+ * returns true at once: fetch first.
+ */
+Datum
+eo_relay_wait(PG_FUNCTION_ARGS)
+{
+	EoOutbox   *ob;
+	Interval   *timeout;
+	double		ms;
+	Oid			relid;
+	bool		known;
+	uint64		seen;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("timeout must not be null")));
+	timeout = PG_GETARG_INTERVAL_P(1);
+	ms = ((double) timeout->time + (double) timeout->day * USECS_PER_DAY +
+		  (double) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY) / 1000.0;
+	if (ms < 0 || ms > 3600 * 1000.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must be between 0 and 1 hour")));
+
+	eo_ob_open();
+	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	relid = ob->relid;
+	known = ob->bell_known;
+	seen = ob->bell_seen;
+	eo_ob_close();
+
+	if (!known)
+		PG_RETURN_BOOL(true);
+	PG_RETURN_BOOL(eo_doorbell_wait(relid, seen, (int64) ms));
 }
 
 /* ---- acknowledging a page: eo_relay_ack, _extend, _release ---- */

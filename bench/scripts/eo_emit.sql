@@ -1,6 +1,7 @@
--- HOOK (not run yet): eo with an emitted event, against hand_outbox and
--- hand_pgq.  run.sh enables it only once the installed eo has eo_emit and
--- eo_outbox_create (the outbox issue); the signature is DESIGN.md's.
+-- eo with an emitted event, against hand_outbox and hand_pgq.  The outbox
+-- has the default notify => true: one NOTIFY per emitting transaction.
+-- run.sh enables it only if the installed eo has eo_emit and
+-- eo_outbox_create.
 BEGIN;
 SELECT (status = 'claimed')::int AS fresh, result AS res FROM eo_claim(:k::text) \gset
 \if :fresh

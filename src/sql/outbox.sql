@@ -159,6 +159,17 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'eo_relay_fetch'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
 
+-- After a fetch that returned nothing: sleep until a transaction that wrote
+-- events into the outbox commits (true) or the timeout ends (false).
+-- Wakes through shared memory with the preload; without it, sleeps the
+-- timeout (poll).
+CREATE FUNCTION @extschema@.eo_relay_wait(
+    outbox pg_catalog.text,
+    timeout pg_catalog.interval DEFAULT '10 seconds')
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'eo_relay_wait'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION @extschema@.eo_relay_ack(
     outbox pg_catalog.text,
     consumer_group pg_catalog.text,
@@ -219,6 +230,7 @@ REVOKE ALL ON FUNCTION @extschema@.eo_emit(pg_catalog.text, pg_catalog.text, pg_
 REVOKE ALL ON FUNCTION @extschema@.eo_outbox_notify() FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_relay_fetch(pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack(pg_catalog.text, pg_catalog.text, pg_catalog.int8) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_wait(pg_catalog.text, pg_catalog.interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_relay_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_relay_release(pg_catalog.text, pg_catalog.text, pg_catalog.int8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_outbox_stats() FROM PUBLIC;
