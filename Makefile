@@ -14,6 +14,7 @@ OBJS = \
 	src/maintain.o \
 	src/worker.o \
 	src/doorbell.o \
+	src/stats.o \
 	src/outbox.o \
 	src/relay.o
 
@@ -27,7 +28,7 @@ EXTRA_CLEAN = eo--0.1.0.sql
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = claim fingerprint lease fail_retry status privileges bad_input maintain \
-	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred
+	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred stats
 REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-deferred claim-isolation-levels \

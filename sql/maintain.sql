@@ -189,7 +189,7 @@ GRANT SELECT ON eo_keys_overview TO regress_eo_maintainer;
 SET ROLE regress_eo_maintainer;
 SELECT eo_test_try('SELECT count(*) FROM eo_keys_overview') AS overview_without_function;
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION eo_key_stats() TO regress_eo_maintainer;
+GRANT EXECUTE ON FUNCTION eo_key_stats(), eo_claim_stats() TO regress_eo_maintainer;
 SET ROLE regress_eo_maintainer;
 SELECT reclaimed, dead FROM eo_maintain();
 SELECT processing, failed FROM eo_keys_overview;

@@ -86,6 +86,7 @@ check_fingerprint(const EoKey *row, text *fingerprint)
 		memcmp(VARDATA_ANY(fingerprint), VARDATA_ANY(row->fingerprint),
 			   VARSIZE_ANY_EXHDR(fingerprint)) == 0)
 		return;
+	eo_stat_count(EO_STAT_FINGERPRINT_CONFLICTS);
 	ereport(ERROR,
 			(errcode(EO_ERRCODE_FINGERPRINT),
 			 errmsg("idempotency key \"%s\" was used with a different fingerprint",
@@ -278,6 +279,8 @@ static bool
 report(ClaimOutcome *out, const char *status)
 {
 	out->status = status;
+	if (strcmp(status, "duplicate") == 0)
+		eo_stat_count(EO_STAT_DUPLICATES);
 	return true;
 }
 
@@ -422,6 +425,7 @@ refuse_not_held(const EoKey *row, bool with_token)
 static void
 refuse_stale(const EoKey *row, int64 token, const char *detail)
 {
+	eo_stat_count(EO_STAT_STALE_TOKENS);
 	ereport(ERROR,
 			(errcode(EO_ERRCODE_STALE_TOKEN),
 			 errmsg("lease token " INT64_FORMAT " for idempotency key \"%s\" is stale",

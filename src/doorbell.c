@@ -33,7 +33,6 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
-#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -61,59 +60,31 @@ typedef struct DoorbellShared
 } DoorbellShared;
 
 static DoorbellShared *shared = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-#if PG_VERSION_NUM >= 150000
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 
 /* Bells this transaction rings when it commits. */
 static uint64 to_ring[EO_BELLS / 64];
 static bool ring_registered = false;
 static bool ring_pending = false;
 
-static void
-doorbell_request(void)
+Size
+eo_doorbell_shmem_size(void)
 {
-#if PG_VERSION_NUM >= 150000
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-#endif
-	RequestAddinShmemSpace(MAXALIGN(sizeof(DoorbellShared)));
+	return MAXALIGN(sizeof(DoorbellShared));
 }
 
-static void
-doorbell_startup(void)
+/* Under AddinShmemInitLock, from eo.c's shared memory start-up. */
+void
+eo_doorbell_shmem_init(void)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	shared = ShmemInitStruct("eo doorbells", sizeof(DoorbellShared), &found);
-	if (!found)
-	{
-		SpinLockInit(&shared->mutex);
-		pg_atomic_init_u32(&shared->nwaiters, 0);
-		for (int i = 0; i < EO_BELLS; i++)
-			pg_atomic_init_u64(&shared->bells[i], 0);
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/* From _PG_init, while shared_preload_libraries is processed. */
-void
-eo_doorbell_init(void)
-{
-#if PG_VERSION_NUM >= 150000
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = doorbell_request;
-#else
-	doorbell_request();
-#endif
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = doorbell_startup;
+	if (found)
+		return;
+	SpinLockInit(&shared->mutex);
+	pg_atomic_init_u32(&shared->nwaiters, 0);
+	for (int i = 0; i < EO_BELLS; i++)
+		pg_atomic_init_u64(&shared->bells[i], 0);
 }
 
 static uint32

@@ -1,6 +1,7 @@
 /*-------------------------------------------------------------------------
  * eo.c
- *	  Module entry point: settings.
+ *	  Module entry point: settings, and with the preload the shared memory
+ *	  of doorbell.c and stats.c and the worker's registration.
  *
  * eo works without shared_preload_libraries; everything here must be safe
  * to run when the library is loaded on first use by a backend.
@@ -10,6 +11,9 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/guc.h"
 
 #include "compat.h"
@@ -23,6 +27,47 @@ int			eo_retention_secs = 7 * SECS_PER_DAY;
 int			eo_partition_interval_secs = SECS_PER_DAY;
 
 void		_PG_init(void);
+
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
+
+static void
+eo_shmem_request(void)
+{
+#if PG_VERSION_NUM >= 150000
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+#endif
+	RequestAddinShmemSpace(add_size(eo_doorbell_shmem_size(), eo_stats_shmem_size()));
+}
+
+static void
+eo_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	eo_doorbell_shmem_init();
+	eo_stats_shmem_init();
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Shared memory is requested in _PG_init before 15, in a hook from 15 on. */
+static void
+eo_shmem_hooks(void)
+{
+#if PG_VERSION_NUM >= 150000
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = eo_shmem_request;
+#else
+	eo_shmem_request();
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = eo_shmem_startup;
+}
 
 void
 _PG_init(void)
@@ -87,11 +132,11 @@ _PG_init(void)
 	MarkGUCPrefixReserved("eo");
 
 	/*
-	 * The worker and the relays' doorbells need the preload; everything
-	 * else works without it.
+	 * The worker, the relays' doorbells and the claim counters need the
+	 * preload; everything else works without it.
 	 */
 	if (process_shared_preload_libraries_in_progress)
-		eo_doorbell_init();
+		eo_shmem_hooks();
 	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
 		eo_register_launcher();
 }

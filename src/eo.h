@@ -118,6 +118,7 @@ typedef enum EoKsMode
 	EO_KS_WRITE					/* may insert new keys */
 } EoKsMode;
 
+extern bool eo_ks_exists(void);
 extern void eo_ks_begin(EoKsMode mode);	/* row calls */
 extern void eo_ks_open(EoKsMode mode);	/* maintenance: also SPI, as owner */
 extern void eo_ks_close(void);
@@ -170,8 +171,22 @@ extern void eo_retire_step(EoPassStats *stats);
 extern void eo_drop_step(EoPassStats *stats);
 extern void eo_outbox_step(EoPassStats *stats);
 
+/* stats.c: counters behind eo_keys_overview (shared memory, preload) */
+typedef enum EoStat
+{
+	EO_STAT_DUPLICATES,			/* eo_claim answered 'duplicate' */
+	EO_STAT_FINGERPRINT_CONFLICTS,	/* a fingerprint mismatch was refused */
+	EO_STAT_STALE_TOKENS,		/* a stale lease token was refused */
+	EO_NSTATS
+} EoStat;
+
+extern Size eo_stats_shmem_size(void);
+extern void eo_stats_shmem_init(void);
+extern void eo_stat_count(EoStat stat);
+
 /* doorbell.c: waking idle relays at commit (shared memory, preload) */
-extern void eo_doorbell_init(void);
+extern Size eo_doorbell_shmem_size(void);
+extern void eo_doorbell_shmem_init(void);
 extern void eo_doorbell_ring_at_commit(Oid outbox);
 extern uint64 eo_doorbell_read(Oid outbox);
 extern bool eo_doorbell_wait(Oid outbox, uint64 seen, int64 timeout_ms);

@@ -292,6 +292,19 @@ ks_load_generations(void)
 }
 
 /*
+ * Does the key store still exist?  False once the extension was dropped
+ * (pending.c: a transaction that made deferred claims, then dropped eo).
+ */
+bool
+eo_ks_exists(void)
+{
+	if (store.loaded &&
+		SearchSysCacheExists1(RELOID, ObjectIdGetDatum(store.registry_relid)))
+		return true;
+	return OidIsValid(get_extension_oid("eo", true));
+}
+
+/*
  * Start a series of row calls: take the registry lock of partition.c's
  * protocol (ROW EXCLUSIVE if new keys may be inserted, else ACCESS SHARE;
  * held to the end of the transaction) and make sure the list of live
@@ -495,7 +508,10 @@ eo_ks_find(text *key, EoKey *row)
 /*
  * Like eo_ks_find, but a version that another transaction is writing is
  * waited for (as a unique index makes an inserter wait) and the lookup
- * starts again.  Used by inserters of new keys, under the key lock.
+ * starts again.  Used by inserters of new keys, under the key lock, which
+ * is let go while waiting: the writer may want it (to claim its own key
+ * again in the same transaction, which finds its row only after taking
+ * the lock), and holding it would deadlock.
  */
 static bool
 ks_find_settled(text *key, EoKey *row)
@@ -516,8 +532,10 @@ ks_find_settled(text *key, EoKey *row)
 			ks_check_serializable(row);
 			return true;
 		}
+		eo_ks_unlock_key(key);
 		XactLockTableWait(busy, NULL, NULL, XLTW_None);
 		CHECK_FOR_INTERRUPTS();
+		eo_ks_lock_key(key);
 	}
 }
 

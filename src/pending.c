@@ -107,6 +107,11 @@ pending_write_all(void)
 {
 	if (npending == 0)
 		return;
+	if (!eo_ks_exists())
+	{
+		npending = 0;			/* eo was dropped: nowhere to remember keys */
+		return;
+	}
 	eo_ks_begin(EO_KS_WRITE);
 	while (npending > 0)
 	{

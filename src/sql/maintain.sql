@@ -63,8 +63,19 @@ FROM @extschema@.eo_keys()
 $$;
 REVOKE ALL ON FUNCTION @extschema@.eo_key_stats() FROM PUBLIC;
 
+-- What the claim functions replayed or refused, in this database since the
+-- server started (shared memory: NULLs without shared_preload_libraries).
+CREATE FUNCTION @extschema@.eo_claim_stats(
+    OUT duplicates_served pg_catalog.int8,
+    OUT fingerprint_conflicts pg_catalog.int8,
+    OUT stale_tokens_refused pg_catalog.int8)
+RETURNS record
+AS 'MODULE_PATHNAME', 'eo_claim_stats'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_claim_stats() FROM PUBLIC;
+
 CREATE VIEW @extschema@.eo_keys_overview AS
-SELECT * FROM @extschema@.eo_key_stats();
+SELECT k.*, c.* FROM @extschema@.eo_key_stats() k, @extschema@.eo_claim_stats() c;
 REVOKE ALL ON TABLE @extschema@.eo_keys_overview FROM PUBLIC;
 
 -- The key store's generations and their sizes.

@@ -12,6 +12,7 @@
 # - The backend of an uncommitted claim (no row, only the lock) is killed
 #   with SIGKILL: after crash recovery nothing is left, the key is claimed
 #   by the next delivery.
+# - A transaction with a deferred claim that drops the extension commits.
 
 use strict;
 use warnings;
@@ -142,6 +143,19 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM eo_status('killed-pending
 	'0', 'after crash recovery the killed claim left no trace');
 is($node->safe_psql('postgres', q{SELECT status FROM eo_claim('killed-pending')}),
 	'claimed', 'the next delivery claims the key');
+
+# A transaction that made a deferred claim and then dropped the extension
+# commits: the claim is forgotten with the key store.
+is( $node->safe_psql(
+		'postgres', q{
+BEGIN;
+SELECT status FROM eo_claim('dropped-with-eo');
+DROP EXTENSION eo;
+COMMIT;
+CREATE EXTENSION eo;
+SELECT count(*) FROM eo_status('dropped-with-eo');}),
+	"claimed\n0",
+	'a deferred claim in a transaction that drops eo: COMMIT works, no key');
 
 $node->stop;
 done_testing();

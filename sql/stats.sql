@@ -1,0 +1,51 @@
+--
+-- stats: eo_keys_overview counts what the claim functions replayed or
+-- refused in this database since the server started (shared memory; the
+-- test server preloads eo): duplicates served, fingerprint conflicts,
+-- stale lease tokens refused.  Counts are not transactional.
+--
+CREATE FUNCTION eo_test_try(stmt text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r text;
+BEGIN
+    EXECUTE stmt INTO r;
+    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
+END
+$fn$;
+
+CREATE TEMP TABLE before AS
+SELECT duplicates_served, fingerprint_conflicts, stale_tokens_refused FROM eo_keys_overview;
+
+-- three duplicates: two of a committed key, one of a key claimed earlier
+-- in the same transaction
+SELECT status FROM eo_claim('cstat:a', 'fp');
+SELECT status FROM eo_claim('cstat:a', 'fp');
+SELECT status FROM eo_claim('cstat:a');
+BEGIN;
+SELECT status FROM eo_claim('cstat:b');
+SELECT status FROM eo_claim('cstat:b');
+COMMIT;
+
+-- one fingerprint conflict
+SELECT eo_test_try($$SELECT status FROM eo_claim('cstat:a', 'other')$$);
+
+-- one stale token: a lease taken over after it expired
+SELECT lease_token AS t1 FROM eo_claim('cstat:lease', lease => '100 ms') \gset
+SELECT pg_sleep(0.2);
+SELECT status FROM eo_claim('cstat:lease', lease => '1 hour');
+SELECT eo_test_try(format($$SELECT eo_complete('cstat:lease', '"late"', lease_token => %s)$$, :t1));
+
+-- a duplicate served in a transaction that rolls back still counts
+BEGIN;
+SELECT status FROM eo_claim('cstat:a');
+ROLLBACK;
+
+SELECT o.duplicates_served - b.duplicates_served AS duplicates_served,
+       o.fingerprint_conflicts - b.fingerprint_conflicts AS fingerprint_conflicts,
+       o.stale_tokens_refused - b.stale_tokens_refused AS stale_tokens_refused
+FROM eo_keys_overview o, before b;
+
+DROP FUNCTION eo_test_try(text);
