@@ -16,7 +16,7 @@
 # user postgres (temp dir, Unix socket only, synchronous_commit = on, fsync
 # on, shared_preload_libraries = 'eo'), runs the contenders, stops the
 # server and removes the scratch dir.
-# The default run (3 rounds x 26 runs x 8 s) takes about 12 minutes on 2 cores,
+# The default run (3 rounds x 28 runs x 8 s) takes about 12 minutes on 2 cores,
 # and the other parts (relay, retention, scale, reclaim; see bench/parts.sh)
 # add to that; bench/README.md gives the time each part took.
 #
