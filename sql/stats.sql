@@ -2,7 +2,8 @@
 -- stats: eo_keys_overview counts what the claim functions replayed or
 -- refused in this database since the server started (shared memory; the
 -- test server preloads eo): duplicates served, fingerprint conflicts,
--- stale lease tokens refused.  Counts are not transactional.
+-- stale lease tokens refused (of keys and of relay batches).  Counts are
+-- not transactional.
 --
 CREATE FUNCTION eo_test_try(stmt text) RETURNS text
 LANGUAGE plpgsql AS $fn$
@@ -37,6 +38,17 @@ SELECT lease_token AS t1 FROM eo_claim('cstat:lease', lease => '100 ms') \gset
 SELECT pg_sleep(0.2);
 SELECT status FROM eo_claim('cstat:lease', lease => '1 hour');
 SELECT eo_test_try(format($$SELECT eo_complete('cstat:lease', '"late"', lease_token => %s)$$, :t1));
+
+-- and one stale relay token: a batch whose lease expired went to another
+-- fetch, and the first holder acknowledges it late
+SELECT eo_outbox_create('cstat_box');
+SELECT eo_group_create('cstat_box', 'g');
+SELECT eo_emit('cstat_box', 'order', '1', 'Created', '{}') IS NOT NULL AS emitted;
+SELECT max(lease_token) AS r1 FROM eo_relay_fetch('cstat_box', 'g', 10, '100 ms') \gset
+SELECT pg_sleep(0.2);
+SELECT count(*) AS refetched FROM eo_relay_fetch('cstat_box', 'g', 10, '1 hour');
+SELECT eo_test_try(format($$SELECT eo_relay_ack('cstat_box', 'g', %s)$$, :r1));
+SELECT eo_outbox_drop('cstat_box');
 
 -- a duplicate served in a transaction that rolls back still counts
 BEGIN;

@@ -36,6 +36,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "eo.h"
 
 PG_FUNCTION_INFO_V1(eo_claim);
@@ -158,7 +159,7 @@ remember_held(const EoKey *row)
 	held.fingerprint = copy_text(row->fingerprint);
 	held.last_error = copy_text(row->last_error);
 	held.result = NULL;
-	held_lxid = MyProc->lxid;
+	held_lxid = EO_MY_LXID;
 	MemoryContextSwitchTo(old);
 }
 
@@ -166,7 +167,7 @@ remember_held(const EoKey *row)
 static bool
 take_held(text *key, EoKey *row)
 {
-	if (held_lxid != MyProc->lxid || held_lxid == InvalidLocalTransactionId ||
+	if (held_lxid != EO_MY_LXID || held_lxid == InvalidLocalTransactionId ||
 		VARSIZE_ANY_EXHDR(key) != VARSIZE_ANY_EXHDR(held.key) ||
 		memcmp(VARDATA_ANY(key), VARDATA_ANY(held.key), VARSIZE_ANY_EXHDR(key)) != 0)
 		return false;

@@ -66,6 +66,23 @@ typedef bool EoUpdateIndexes;
 #endif
 #endif
 
+/* LogLogicalMessage() takes a "flush" argument from 17 on. */
+#if PG_VERSION_NUM >= 170000
+#define eo_log_logical_message(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional), false)
+#else
+#define eo_log_logical_message(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional))
+#endif
+
+/* The local transaction id moved into PGPROC.vxid in 17. */
+#include "storage/proc.h"
+#if PG_VERSION_NUM >= 170000
+#define EO_MY_LXID (MyProc->vxid.lxid)
+#else
+#define EO_MY_LXID (MyProc->lxid)
+#endif
+
 /* get_extension_schema() is exported from 16 on; read pg_extension before. */
 #if PG_VERSION_NUM < 160000
 static inline Oid

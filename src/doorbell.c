@@ -33,6 +33,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -168,10 +169,29 @@ eo_doorbell_read(Oid outbox)
 	return v;
 }
 
+static bool waiting = false;	/* this backend has a waiter slot */
+static bool exit_callback_registered = false;
+
+static void unregister_waiter(void);
+
+/* A backend that ends while waiting (FATAL skips PG_FINALLY) gives back its slot. */
+static void
+doorbell_exit(int code, Datum arg)
+{
+	if (waiting)
+		unregister_waiter();
+}
+
 static bool
 register_waiter(uint32 bell)
 {
 	bool		ok = false;
+
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(doorbell_exit, (Datum) 0);
+		exit_callback_registered = true;
+	}
 
 	SpinLockAcquire(&shared->mutex);
 	if (pg_atomic_read_u32(&shared->nwaiters) < EO_MAX_WAITERS)
@@ -184,6 +204,7 @@ register_waiter(uint32 bell)
 		ok = true;
 	}
 	SpinLockRelease(&shared->mutex);
+	waiting = ok;
 	return ok;
 }
 
@@ -201,6 +222,7 @@ unregister_waiter(void)
 			break;
 		}
 	SpinLockRelease(&shared->mutex);
+	waiting = false;
 }
 
 /*

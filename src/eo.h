@@ -176,7 +176,7 @@ typedef enum EoStat
 {
 	EO_STAT_DUPLICATES,			/* eo_claim answered 'duplicate' */
 	EO_STAT_FINGERPRINT_CONFLICTS,	/* a fingerprint mismatch was refused */
-	EO_STAT_STALE_TOKENS,		/* a stale lease token was refused */
+	EO_STAT_STALE_TOKENS,		/* a stale lease token (key or relay batch) was refused */
 	EO_NSTATS
 } EoStat;
 

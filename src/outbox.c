@@ -604,7 +604,7 @@ emit_to_wal(EoOutbox *ob, const EmitArgs *a)
 	escape_json(&buf, timestamptz_to_str(GetCurrentTransactionStartTimestamp()));
 	appendStringInfoChar(&buf, '}');
 
-	(void) LogLogicalMessage(ob->wal_prefix, buf.data, buf.len, true);
+	(void) eo_log_logical_message(ob->wal_prefix, buf.data, buf.len, true);
 }
 
 /*

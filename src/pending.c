@@ -35,6 +35,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "eo.h"
 
 typedef struct PendingClaim
@@ -54,10 +55,10 @@ static bool callbacks_registered = false;
 static void
 pending_check_xact(void)
 {
-	if (pending_lxid != MyProc->lxid)
+	if (pending_lxid != EO_MY_LXID)
 	{
 		npending = 0;
-		pending_lxid = MyProc->lxid;
+		pending_lxid = EO_MY_LXID;
 	}
 }
 
@@ -126,7 +127,7 @@ pending_write_all(void)
 static void
 pending_xact_callback(XactEvent event, void *arg)
 {
-	if (pending_lxid != MyProc->lxid)
+	if (pending_lxid != EO_MY_LXID)
 		return;
 	switch (event)
 	{
@@ -147,7 +148,7 @@ static void
 pending_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						 SubTransactionId parentSubid, void *arg)
 {
-	if (pending_lxid != MyProc->lxid)
+	if (pending_lxid != EO_MY_LXID)
 		return;
 	for (int i = npending - 1; i >= 0; i--)
 	{

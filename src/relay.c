@@ -864,11 +864,14 @@ find_token(EoOutbox *ob, const char *grp, int64 token, Slot *s)
 		return;
 	}
 	if (token > 0 && token <= group_max_token(ob, grp))
+	{
+		eo_stat_count(EO_STAT_STALE_TOKENS);
 		ereport(ERROR,
 				(errcode(EO_ERRCODE_RELAY_STALE),
 				 errmsg("lease token " INT64_FORMAT " of consumer group \"%s\" is stale", token, grp),
 				 errdetail("Its lease expired and the batch was handed to another relay, which will deliver it again."),
 				 errhint("Drop the work of this batch; fetch a new one.")));
+	}
 	ereport(ERROR,
 			(errcode(EO_ERRCODE_RELAY_NOT_HELD),
 			 errmsg("lease token " INT64_FORMAT " does not hold a batch of consumer group \"%s\"",
