@@ -27,7 +27,7 @@ EXTRA_CLEAN = eo--0.1.0.sql
 
 PGFILEDESC = "eo - effectively-once processing"
 
-REGRESS = claim fingerprint lease fail_retry status privileges bad_input maintain \
+REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
 	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred stats
 REGRESS_OPTS = --load-extension=eo
 

@@ -2,23 +2,8 @@
 -- claim: transaction-mode claims.  The claim belongs to the caller's
 -- transaction: commit makes the key done, rollback leaves no trace.
 --
--- Expected errors go through eo_test_try(), which runs one statement in a
--- subtransaction and shows either 'ok' (with the first output column) or
--- the SQLSTATE and message of the error.
+-- Expected errors go through eo_test_try() (sql/test_setup.sql).
 --
-CREATE FUNCTION eo_test_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
-END
-$fn$;
-
 -- Claim, do the work, complete with a result, commit.
 BEGIN;
 SELECT * FROM eo_claim('claim:commit');
@@ -201,4 +186,3 @@ FROM unnest(ARRAY['claim:Case', 'claim:case', 'claim:case ', 'claim:case']) WITH
      LATERAL eo_claim(k) AS c
 ORDER BY n;
 
-DROP FUNCTION eo_test_try(text);

@@ -5,18 +5,6 @@
 -- eo_complete.  Savepoints, early writes (eo_fail, eo_status) and batches
 -- larger than the deferred limit must keep the semantics of claim.sql.
 --
-CREATE FUNCTION eo_test_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$fn$;
-
 -- Rows of the key store, and eo's key locks this backend holds.
 CREATE FUNCTION def_rows(prefix text) RETURNS bigint
 LANGUAGE sql AS $$ SELECT count(*) FROM eo_keys() WHERE key LIKE prefix || '%' $$;
@@ -174,4 +162,3 @@ COMMIT;
 DROP FUNCTION def_writes();
 DROP FUNCTION def_key_locks();
 DROP FUNCTION def_rows(text);
-DROP FUNCTION eo_test_try(text);

@@ -2,19 +2,6 @@
 -- fail_retry: eo_fail records failed attempts; retry_after delays the
 -- next claim; eo.max_attempts makes a key dead.
 --
-CREATE FUNCTION eo_test_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
-END
-$fn$;
-
 -- Transaction mode: the work fails, the transaction rolls back, and the
 -- consumer records the failure in a new transaction.
 BEGIN;
@@ -217,4 +204,3 @@ SELECT state, octet_length(last_error) AS error_bytes,
        last_error = repeat('e', 4096) AS is_prefix
 FROM eo_status('fr:long-error');
 
-DROP FUNCTION eo_test_try(text);

@@ -4,19 +4,6 @@
 -- Tokens and timestamps are kept in psql variables (\gset, prefix per
 -- step) and only compared, never printed.
 --
-CREATE FUNCTION eo_test_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
-END
-$fn$;
-
 -- A lease claim returns a token and an expiry, and is durable at once.
 SELECT * FROM eo_claim('lease:a', lease => '1 hour') \gset a1_
 SELECT :'a1_status' AS status,
@@ -190,4 +177,3 @@ SELECT eo_test_try(format($$SELECT eo_complete('lease:to-txn-fail', '"old"', lea
 SELECT lease_token AS big FROM eo_claim('lease:never-issued', lease => '1 hour') \gset
 SELECT eo_test_try(format($$SELECT eo_complete('lease:never-issued', NULL, lease_token => %s)$$, :big + 1000000));
 
-DROP FUNCTION eo_test_try(text);

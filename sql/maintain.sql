@@ -21,6 +21,8 @@ CREATE DATABASE regression_eo_maintain;
 \c regression_eo_maintain
 CREATE EXTENSION eo;
 
+-- A copy of sql/test_setup.sql's helper: this file runs in a database of
+-- its own.
 CREATE FUNCTION eo_test_try(stmt text) RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE

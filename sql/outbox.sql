@@ -5,19 +5,6 @@ SET client_min_messages = warning;
 
 -- Runs a statement; shows its result or its SQLSTATE and message (lease
 -- tokens depend on what ran before, so they are masked).
-CREATE FUNCTION outbox_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
-END
-$fn$;
-
 SELECT eo_outbox_create('orders', slots => 4);
 
 -- Debezium's outbox-router columns, then what the relay needs.
@@ -131,9 +118,9 @@ SELECT pg_sleep(0.3);
 SELECT lease_token AS t2, string_agg(aggregateid || ':' || type, ',' ORDER BY seq) AS page2
 FROM eo_relay_fetch('orders', 'billing', 10, '1 minute') GROUP BY 1 \gset
 SELECT :t2 > :t1 AS newer_token, :'page2' AS page;
-SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t1));
-SELECT outbox_try(format('SELECT eo_relay_extend(''orders'', ''billing'', %s, ''1 minute'')', :t1));
-SELECT outbox_try(format('SELECT eo_relay_release(''orders'', ''billing'', %s)', :t1));
+SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t1));
+SELECT eo_test_try(format('SELECT eo_relay_extend(''orders'', ''billing'', %s, ''1 minute'')', :t1));
+SELECT eo_test_try(format('SELECT eo_relay_release(''orders'', ''billing'', %s)', :t1));
 -- The new holder acknowledges both events (the redelivered page grew to
 -- max_events); acknowledging again is harmless and counts nothing.
 SELECT eo_relay_ack('orders', 'billing', :t2);
@@ -153,7 +140,7 @@ SELECT eo_relay_extend('orders', 'billing', :t4, '1 minute') > now() + interval 
 SELECT pg_sleep(0.2);
 SELECT count(*) FROM eo_relay_fetch('orders', 'billing', 10);  -- still held
 SELECT eo_relay_release('orders', 'billing', :t4);
-SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t4));
+SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t4));
 SELECT lease_token > :t4 AS newer_token, aggregateid, type
 FROM eo_relay_fetch('orders', 'billing', 10) \gset
 SELECT :'newer_token' AS newer_token, :'aggregateid' AS aggregateid, :'type' AS type;
@@ -161,8 +148,8 @@ SELECT lease_token AS t5 FROM eo_outbox_slots WHERE grp = 'billing' AND page_sta
 SELECT eo_relay_ack('orders', 'billing', :t5);
 
 -- A token this group never issued.
-SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t5 + 1000));
-SELECT outbox_try(format('SELECT eo_relay_ack(''orders'', ''audit'', %s)', :t5));
+SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t5 + 1000));
+SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''audit'', %s)', :t5));
 
 -- Dropping a group forgets its positions; dropping the outbox drops the
 -- table, its partitions and its groups.
@@ -174,5 +161,4 @@ SELECT to_regclass('orders') IS NULL AS table_gone,
        (SELECT count(*) FROM eo_outbox_groups) AS groups,
        (SELECT count(*) FROM eo_outbox_slots) AS slots;
 DROP FUNCTION drain(text, int);
-DROP FUNCTION outbox_try(text);
 DROP TABLE delivered;

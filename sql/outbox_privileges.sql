@@ -5,19 +5,7 @@
 -- tables, and the caller's search_path changes nothing.
 --
 SET client_min_messages = warning;
-CREATE FUNCTION outbox_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
-END
-$fn$;
-GRANT EXECUTE ON FUNCTION outbox_try(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION eo_test_try(text) TO PUBLIC;
 
 CREATE ROLE regress_eo_app;
 CREATE ROLE regress_eo_relay;
@@ -59,21 +47,21 @@ SELECT eo_emit('priv', 'order', 'o1', 'Created', '{"by": "eo_emit"}') IS NOT NUL
 INSERT INTO priv (aggregatetype, aggregateid, type, payload)
 VALUES ('order', 'o1', 'Paid', '{"by": "insert"}');
 -- a producer cannot read the events, nor consume them
-SELECT outbox_try('SELECT count(*) FROM priv');
-SELECT outbox_try($$SELECT count(*) FROM eo_relay_fetch('priv', 'g')$$);
-SELECT outbox_try('SELECT count(*) FROM eo_outbox_slots');
-SELECT outbox_try($$UPDATE eo_outbox_slots SET pos_lo = 0$$);
+SELECT eo_test_try('SELECT count(*) FROM priv');
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv', 'g')$$);
+SELECT eo_test_try('SELECT count(*) FROM eo_outbox_slots');
+SELECT eo_test_try($$UPDATE eo_outbox_slots SET pos_lo = 0$$);
 -- nor administer outboxes
-SELECT outbox_try($$SELECT eo_outbox_create('mine')$$);
-SELECT outbox_try($$SELECT eo_group_create('priv', 'mine')$$);
-SELECT outbox_try($$SELECT eo_outbox_drop('priv')$$);
-SELECT outbox_try('SELECT count(*) FROM eo_outbox_status');
+SELECT eo_test_try($$SELECT eo_outbox_create('mine')$$);
+SELECT eo_test_try($$SELECT eo_group_create('priv', 'mine')$$);
+SELECT eo_test_try($$SELECT eo_outbox_drop('priv')$$);
+SELECT eo_test_try('SELECT count(*) FROM eo_outbox_status');
 RESET ROLE;
 
 -- EXECUTE on eo_emit is not enough: INSERT on the outbox table decides.
 SET ROLE regress_eo_nobody;
-SELECT outbox_try($$SELECT eo_emit('priv', 'order', 'o2', 'Created', '{}')$$);
-SELECT outbox_try($$INSERT INTO priv (aggregatetype, aggregateid, type) VALUES ('order', 'o2', 'Created')$$);
+SELECT eo_test_try($$SELECT eo_emit('priv', 'order', 'o2', 'Created', '{}')$$);
+SELECT eo_test_try($$INSERT INTO priv (aggregatetype, aggregateid, type) VALUES ('order', 'o2', 'Created')$$);
 RESET ROLE;
 
 -- The relay consumes, even with a hostile search_path, and cannot produce.
@@ -86,8 +74,8 @@ SELECT aggregateid, type, payload FROM got ORDER BY seq;
 SELECT eo_relay_ack('priv', 'g', (SELECT max(lease_token) FROM got));
 RESET search_path;
 SELECT aggregateid, type, payload FROM public.eo_relay_fetch('priv', 'g');
-SELECT outbox_try($$SELECT eo_emit('priv', 'order', 'o3', 'Created', '{}')$$);
-SELECT outbox_try($$INSERT INTO public.priv (aggregatetype, aggregateid, type) VALUES ('order', 'o3', 'Created')$$);
+SELECT eo_test_try($$SELECT eo_emit('priv', 'order', 'o3', 'Created', '{}')$$);
+SELECT eo_test_try($$INSERT INTO public.priv (aggregatetype, aggregateid, type) VALUES ('order', 'o3', 'Created')$$);
 DROP TABLE pg_temp.eo_outbox_slots, pg_temp.priv, pg_temp.got;
 RESET ROLE;
 
@@ -95,7 +83,7 @@ RESET ROLE;
 SELECT eo_outbox_create('priv2', slots => 1);
 SELECT eo_group_create('priv2', 'g');
 SET ROLE regress_eo_relay;
-SELECT outbox_try($$SELECT count(*) FROM eo_relay_fetch('priv2', 'g')$$);
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv2', 'g')$$);
 RESET ROLE;
 
 -- Clean up.
@@ -107,4 +95,3 @@ REVOKE ALL ON FUNCTION eo_relay_fetch(text, text, int, interval),
                        eo_relay_ack(text, text, bigint)
     FROM regress_eo_relay, regress_eo_app;
 DROP ROLE regress_eo_app, regress_eo_relay, regress_eo_nobody;
-DROP FUNCTION outbox_try(text);

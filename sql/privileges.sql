@@ -2,19 +2,6 @@
 -- privileges: nothing is granted to PUBLIC; a key belongs to the role that
 -- claimed it, and only that role and roles with its privileges may use it.
 --
-CREATE FUNCTION eo_test_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
-END
-$fn$;
-
 -- Every function of the extension: not executable by PUBLIC, and how it
 -- is protected from the caller's search_path (C functions that run only
 -- schema-qualified statements; see the hostile search_path test below).
@@ -220,4 +207,3 @@ DROP OWNED BY regress_eo_alice, regress_eo_bob, regress_eo_carol, regress_eo_dav
 DROP ROLE regress_eo_alice, regress_eo_bob, regress_eo_carol, regress_eo_dave, regress_eo_nogrant;
 SELECT state, result FROM eo_status('priv:alice');
 
-DROP FUNCTION eo_test_try(text);

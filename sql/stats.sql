@@ -5,18 +5,6 @@
 -- stale lease tokens refused (of keys and of relay batches).  Counts are
 -- not transactional.
 --
-CREATE FUNCTION eo_test_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
-END
-$fn$;
-
 CREATE TEMP TABLE before AS
 SELECT duplicates_served, fingerprint_conflicts, stale_tokens_refused FROM eo_keys_overview;
 
@@ -60,4 +48,3 @@ SELECT o.duplicates_served - b.duplicates_served AS duplicates_served,
        o.stale_tokens_refused - b.stale_tokens_refused AS stale_tokens_refused
 FROM eo_keys_overview o, before b;
 
-DROP FUNCTION eo_test_try(text);

@@ -1,0 +1,21 @@
+--
+-- test_setup: runs first (Makefile REGRESS).  The helper every later file
+-- uses for expected errors: eo_test_try(stmt) runs one statement in a
+-- subtransaction and shows either 'ok' (with the first output column) or
+-- the SQLSTATE and message of the error, with lease tokens and outbox
+-- partition names (which depend on the clock) masked.  To run one file
+-- alone: make installcheck REGRESS="test_setup claim".
+--
+CREATE FUNCTION eo_test_try(stmt text) RETURNS text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    r text;
+BEGIN
+    EXECUTE stmt INTO r;
+    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' ||
+        regexp_replace(regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N'),
+                       '_p[0-9]{8}_[0-9]{6}', '_pYYYYMMDD_HHMMSS');
+END
+$fn$;
