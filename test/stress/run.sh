@@ -2,8 +2,9 @@
 # test/stress/run.sh -- concurrency stress test of eo_claim / eo_complete.
 #
 # pgbench hammers a small pool of keys, each delivered many times, from
-# transaction-mode consumers (txn.sql, one in ten rolling back) and lease-mode
-# consumers (lease.sql) at once.  Every claimed delivery adds to a side-effect
+# transaction-mode consumers (txn.sql, one in ten rolling back), lease-mode
+# consumers (lease.sql) and batch consumers (batch.sql: 24 keys per
+# transaction, past eo's deferred-claim limit) at once.  Every claimed delivery adds to a side-effect
 # ledger (key PRIMARY KEY, n = times the effect was applied; an upsert, so a
 # double effect is counted rather than aborting the load).  Effectively-once
 # means: afterwards each key (the fixed pool and the hot keys of txn.sql)
@@ -31,16 +32,27 @@ setup_db() {
         -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" &&
     sql -c "CREATE EXTENSION eo" \
         -c "CREATE TABLE stress_ledger (key text PRIMARY KEY, n int NOT NULL)" \
-        -c "CREATE SEQUENCE stress_hot"
+        -c "CREATE SEQUENCE stress_hot" \
+        -c "CREATE FUNCTION stress_batch(keys int[]) RETURNS void LANGUAGE plpgsql AS \$\$
+            DECLARE k int;
+            BEGIN
+                FOREACH k IN ARRAY keys LOOP
+                    IF (SELECT status FROM eo_claim('stress:' || k)) = 'claimed' THEN
+                        INSERT INTO stress_ledger AS l VALUES ('stress:' || k, 1)
+                            ON CONFLICT (key) DO UPDATE SET n = l.n + 1;
+                        PERFORM eo_complete('stress:' || k, jsonb_build_object('mode', 'batch', 'k', k));
+                    END IF;
+                END LOOP;
+            END \$\$"
 }
 
-# Transaction mode weighted 9:1 over lease mode.  No --max-tries: under READ
+# Transaction mode weighted 9:1:1 over lease mode and batches.  No --max-tries: under READ
 # COMMITTED a correct eo never raises an error here, so any error (a refused
 # fencing token, a deadlock, an internal error) aborts a client and fails the run.
 run_load() {
     echo "stress: pgbench, $CLIENTS clients, ${SECONDS_RUN}s, pool of $POOL keys"
     if ! pgbench -n -M prepared -c "$CLIENTS" -j "$JOBS" -T "$SECONDS_RUN" \
-            -D pool="$POOL" -f "$HERE/txn.sql@9" -f "$HERE/lease.sql@1" \
+            -D pool="$POOL" -f "$HERE/txn.sql@9" -f "$HERE/lease.sql@1" -f "$HERE/batch.sql@1" \
             "$DB" >"$OUT/pgbench.log" 2>&1; then
         tail -n 40 "$OUT/pgbench.log" >&2
         fail "pgbench exited non-zero"
