@@ -27,10 +27,10 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
-#include "tcop/utility.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -235,6 +235,7 @@ claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 	result = eo_ks_claim(&row, &out->row, defer);
 	if (result == EO_KS_DEFERRED)
 	{
+		/* Not claimed(): there is no row for eo_complete's hint to name. */
 		eo_pending_add(&row);
 		out->row = row;
 		out->status = "claimed";

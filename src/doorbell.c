@@ -67,6 +67,10 @@ static uint64 to_ring[EO_BELLS / 64];
 static bool ring_registered = false;
 static bool ring_pending = false;
 
+/* This backend as a waiter. */
+static bool waiting = false;	/* holds a waiter slot */
+static bool exit_callback_registered = false;
+
 Size
 eo_doorbell_shmem_size(void)
 {
@@ -169,9 +173,6 @@ eo_doorbell_read(Oid outbox)
 	return v;
 }
 
-static bool waiting = false;	/* this backend has a waiter slot */
-static bool exit_callback_registered = false;
-
 static void unregister_waiter(void);
 
 /* A backend that ends while waiting (FATAL skips PG_FINALLY) gives back its slot. */
@@ -227,8 +228,9 @@ unregister_waiter(void)
 
 /*
  * Sleep until the bell of `outbox` differs from `seen` (true) or
- * `timeout_ms` has passed (false).  With every waiter slot taken, or
- * without the preload, the bell is looked at every 100 ms instead.
+ * `timeout_ms` has passed (false).  With every waiter slot taken the bell
+ * is looked at every 100 ms instead; without the preload there is no bell
+ * and the wait lasts the timeout.
  */
 bool
 eo_doorbell_wait(Oid outbox, uint64 seen, int64 timeout_ms)
