@@ -157,6 +157,8 @@ SELECT state, result FROM eo_status('def:2pc');
 BEGIN READ ONLY;
 SELECT eo_test_try($$SELECT status FROM eo_claim('def:read-only')$$);
 SELECT eo_test_try($$SELECT eo_complete('def:read-only')$$);
+SELECT eo_test_try($$SELECT eo_fail('def:read-only')$$);
+SELECT eo_test_try($$SELECT eo_extend('def:read-only', 1, '1 minute')$$);
 COMMIT;
 
 DROP FUNCTION def_writes();
