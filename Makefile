@@ -15,15 +15,15 @@ OBJS = \
 	src/worker.o \
 	src/doorbell.o \
 	src/stats.o \
+	src/ddl.o \
 	src/outbox.o \
+	src/outbox_partitions.o \
 	src/relay.o
 
-# The install script is assembled from one part per concern (src/sql/),
-# in this order; the first part carries the \echo guard.  Its rule comes
-# after the PGXS include so that `all` stays the default target.
-SQL_PARTS = src/sql/keys.sql src/sql/outbox.sql src/sql/maintain.sql
-DATA_built = eo--0.1.0.sql
-EXTRA_CLEAN = eo--0.1.0.sql
+# Install scripts: the released 0.1.0 script (never edited) and one update
+# script per later version.  CREATE EXTENSION runs 0.1.0 and then every
+# update in turn, so a fresh install and an upgrade end in the same state.
+DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql
 
 PGFILEDESC = "eo - effectively-once processing"
 
@@ -46,6 +46,3 @@ PG_CPPFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
-
-eo--0.1.0.sql: $(SQL_PARTS)
-	cat $^ > $@

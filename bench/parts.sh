@@ -100,7 +100,7 @@ relay_one() {
         eo_*slot*)
             local slots=${method#eo_}; slots=${slots%%slot*}
             bq >/dev/null <<EOF
-SELECT eo_outbox_drop('relay_ob') FROM eo_outboxes WHERE name = 'relay_ob';
+SELECT eo_outbox_drop('relay_ob') FROM eo_internal.eo_outboxes WHERE name = 'relay_ob';
 SELECT eo_outbox_create('relay_ob', slots => $slots);
 SELECT eo_group_create('relay_ob', 'relay');
 EOF
@@ -515,7 +515,7 @@ scale_load() {
             sw=$(dbq "$db" <<'EOF'
 SET eo.partition_interval = 1;
 SELECT pg_sleep(greatest(0, 1.05 - extract(epoch FROM clock_timestamp() - started_at)))
-  FROM eo_generations WHERE state = 'c' \gset
+  FROM eo_internal.eo_generations WHERE state = 'c' \gset
 SELECT switched FROM eo_maintain();
 EOF
 )
@@ -542,7 +542,7 @@ scale_run() {
     rm -f "$prefix".[0-9]*
     read_kv <<<"$(tr ' ' '\n' <<<"$lat")"
     seq=$(dbq "$db" -c "SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_user_tables WHERE relname LIKE 'eo\_keys%'")
-    gens=$(dbq "$db" -c "SELECT count(*) FROM eo_generations WHERE state IN ('c', 'o')")
+    gens=$(dbq "$db" -c "SELECT count(*) FROM eo_internal.eo_generations WHERE state IN ('c', 'o')")
     [ -f "$RESULTS/scale.csv" ] ||
         csv_row round setting stored_keys generations secs txns tps p50_ms p99_ms key_seq_scans status \
             >"$RESULTS/scale.csv"

@@ -290,7 +290,7 @@ want_part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 bench_relay() {
     want_part relay || { TODO_NOTES+=("relay consumption: not run (PARTS)"); return 0; }
     part_run relay part_relay
-    bq -c "SELECT eo_outbox_drop(name) FROM eo_outboxes WHERE name = 'relay_ob'" >/dev/null 2>&1 || true
+    bq -c "SELECT eo_outbox_drop(name) FROM eo_internal.eo_outboxes WHERE name = 'relay_ob'" >/dev/null 2>&1 || true
 }
 
 # Retention: RETENTION_KEYS expired keys removed by eo's generation drop,

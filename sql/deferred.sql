@@ -30,7 +30,7 @@ SELECT status, result FROM eo_claim('def:one');
 CREATE FUNCTION def_writes() RETURNS TABLE (inserted bigint, updated bigint)
 LANGUAGE sql AS $$
     SELECT s.n_tup_ins, s.n_tup_upd
-    FROM pg_stat_user_tables s JOIN eo_generations g ON g.relid = s.relid
+    FROM pg_stat_user_tables s JOIN eo_internal.eo_generations g ON g.relid = s.relid
     WHERE g.state = 'c'
 $$;
 SELECT pg_stat_force_next_flush();

@@ -21,7 +21,7 @@ FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'orders'::regclass;
 SELECT count(*) FROM orders WHERE false;  -- now() falls in a partition
 
-SELECT name, nspname, mode, slots, channel FROM eo_outboxes;
+SELECT name, relid, owner, mode, slots, channel, seq FROM eo_internal.eo_outboxes;
 
 -- eo_emit returns the event's id.
 SELECT eo_emit('orders', 'order', 'o1', 'Created', '{"n": 1}') AS id \gset
@@ -51,7 +51,7 @@ FROM orders ORDER BY seq;
 
 SELECT eo_group_create('orders', 'billing');
 SELECT eo_group_create('orders', 'audit');
-SELECT outbox, grp, count(*) AS slots FROM eo_outbox_slots GROUP BY 1, 2 ORDER BY 2;
+SELECT outbox, grp, count(*) AS slots FROM eo_internal.eo_outbox_slots GROUP BY 1, 2 ORDER BY 2;
 
 -- Fetch pages until the group is caught up, acknowledging each.  The
 -- delivery log shows the order in which a relay saw the events.
@@ -144,7 +144,7 @@ SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t
 SELECT lease_token > :t4 AS newer_token, aggregateid, type
 FROM eo_relay_fetch('orders', 'billing', 10) \gset
 SELECT :'newer_token' AS newer_token, :'aggregateid' AS aggregateid, :'type' AS type;
-SELECT lease_token AS t5 FROM eo_outbox_slots WHERE grp = 'billing' AND page_state = 'o' \gset
+SELECT lease_token AS t5 FROM eo_internal.eo_outbox_slots WHERE grp = 'billing' AND page_state = 'o' \gset
 SELECT eo_relay_ack('orders', 'billing', :t5);
 
 -- A token this group never issued.
@@ -154,11 +154,11 @@ SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''audit'', %s)', :t5)
 -- Dropping a group forgets its positions; dropping the outbox drops the
 -- table, its partitions and its groups.
 SELECT eo_group_drop('orders', 'audit');
-SELECT grp, count(*) FROM eo_outbox_slots GROUP BY 1;
+SELECT grp, count(*) FROM eo_internal.eo_outbox_slots GROUP BY 1;
 SELECT eo_outbox_drop('orders');
 SELECT to_regclass('orders') IS NULL AS table_gone,
-       (SELECT count(*) FROM eo_outboxes) AS outboxes,
-       (SELECT count(*) FROM eo_outbox_groups) AS groups,
-       (SELECT count(*) FROM eo_outbox_slots) AS slots;
+       (SELECT count(*) FROM eo_internal.eo_outboxes) AS outboxes,
+       (SELECT count(*) FROM eo_internal.eo_outbox_groups) AS groups,
+       (SELECT count(*) FROM eo_internal.eo_outbox_slots) AS slots;
 DROP FUNCTION drain(text, int);
 DROP TABLE delivered;

@@ -28,7 +28,7 @@ CREATE TABLE taken (id int);
 SELECT eo_test_try($$SELECT eo_outbox_create('taken')$$);
 DROP TABLE taken;
 -- nothing of the failed attempts is left
-SELECT name FROM eo_outboxes ORDER BY 1;
+SELECT name FROM eo_internal.eo_outboxes ORDER BY 1;
 
 -- eo_emit
 SELECT eo_test_try($$SELECT eo_emit(NULL, 'order', '1', 'Created', '{}')$$);
@@ -71,9 +71,9 @@ SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('bad', 'g', 10, NULL)$$
 SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('bad', 'g', 10, '1000 years')$$);
 
 -- A sequence cache on seq would let events be skipped: refused.
-ALTER TABLE bad ALTER COLUMN seq SET CACHE 10;
+ALTER SEQUENCE bad_seq_seq CACHE 10;
 SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('bad', 'g')$$);
-ALTER TABLE bad ALTER COLUMN seq SET CACHE 1;
+ALTER SEQUENCE bad_seq_seq CACHE 1;
 SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('bad', 'g')$$);
 
 -- eo_relay_ack, _extend, _release

@@ -12,7 +12,7 @@ CREATE ROLE regress_eo_relay;
 CREATE ROLE regress_eo_nobody;
 
 SELECT eo_outbox_create('priv', slots => 1);
-SELECT eo_group_create('priv', 'g');
+SELECT eo_group_create('priv', 'g', owner => 'regress_eo_relay');
 
 -- The outbox functions: none for PUBLIC, none SECURITY DEFINER.
 SELECT p.oid::regprocedure AS function,
@@ -49,8 +49,8 @@ VALUES ('order', 'o1', 'Paid', '{"by": "insert"}');
 -- a producer cannot read the events, nor consume them
 SELECT eo_test_try('SELECT count(*) FROM priv');
 SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv', 'g')$$);
-SELECT eo_test_try('SELECT count(*) FROM eo_outbox_slots');
-SELECT eo_test_try($$UPDATE eo_outbox_slots SET pos_lo = 0$$);
+SELECT eo_test_try('SELECT count(*) FROM eo_internal.eo_outbox_slots');
+SELECT eo_test_try($$UPDATE eo_internal.eo_outbox_slots SET pos_lo = 0$$);
 -- nor administer outboxes
 SELECT eo_test_try($$SELECT eo_outbox_create('mine')$$);
 SELECT eo_test_try($$SELECT eo_group_create('priv', 'mine')$$);
@@ -81,7 +81,7 @@ RESET ROLE;
 
 -- The relay's SELECT is per outbox.
 SELECT eo_outbox_create('priv2', slots => 1);
-SELECT eo_group_create('priv2', 'g');
+SELECT eo_group_create('priv2', 'g', owner => 'regress_eo_relay');
 SET ROLE regress_eo_relay;
 SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv2', 'g')$$);
 RESET ROLE;

@@ -44,7 +44,7 @@ SELECT min(gen) AS g0 FROM eo_partitions \gset
 -- names or sizes.
 CREATE VIEW parts AS
 SELECT gen - :g0 AS gen, state,
-       "table"::text = 'eo_keys_' || gen AS named_by_gen,
+       "table"::text = 'eo_internal.eo_keys_' || gen AS named_by_gen,
        started_at IS NOT NULL AS started,
        ended_at IS NOT NULL AS ended,
        ended_at >= started_at AS ended_after_start,
@@ -107,7 +107,7 @@ SELECT switched FROM eo_maintain();
 RESET eo.partition_interval;
 
 SELECT "table" AS old_table, relid AS old_relid
-FROM eo_partitions p JOIN eo_generations g USING (gen)
+FROM eo_partitions p JOIN eo_internal.eo_generations g USING (gen)
 WHERE p.state = 'old' \gset
 SELECT "table" AS cur_table FROM eo_partitions WHERE state = 'current' \gset
 
@@ -202,7 +202,7 @@ SELECT switched, retired, dropped FROM eo_maintain();
 SELECT * FROM parts;
 SELECT to_regclass(:'old_table') IS NULL AS table_gone,
        NOT EXISTS (SELECT FROM pg_class WHERE oid = :old_relid) AS relation_gone,
-       NOT EXISTS (SELECT FROM eo_generations WHERE relid = :old_relid) AS unregistered;
+       NOT EXISTS (SELECT FROM eo_internal.eo_generations WHERE relid = :old_relid) AS unregistered;
 -- another pass has nothing to do
 SELECT * FROM eo_maintain();
 

@@ -46,8 +46,8 @@ ORDER BY c.relname;
 SELECT table_name, privilege_type
 FROM information_schema.role_table_grants
 WHERE grantee = 'PUBLIC' AND table_name LIKE 'eo\_%';
-SELECT has_table_privilege('public', 'eo_keys_1', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER') AS public_on_keys,
-       has_sequence_privilege('public', 'eo_lease_token_seq', 'USAGE, SELECT, UPDATE') AS public_on_seq;
+SELECT has_table_privilege('public', 'eo_internal.eo_keys_1', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER') AS public_on_keys,
+       has_sequence_privilege('public', 'eo_internal.eo_lease_token_seq', 'USAGE, SELECT, UPDATE') AS public_on_seq;
 
 -- Roles: alice and bob process messages; carol is a member of alice;
 -- dave is a NOINHERIT member of alice; nogrant got nothing.  (Roles are
@@ -88,8 +88,8 @@ SELECT * FROM eo_claim('priv:alice', 'body-A');
 SELECT state, result, attempts FROM eo_status('priv:alice');
 SELECT lease_token AS alice_token FROM eo_claim('priv:alice-lease', lease => '1 hour') \gset
 SELECT eo_fail('priv:alice-failed', 'upstream down', retry_after => '1 hour');
-SELECT eo_test_try($$SELECT count(*) FROM eo_keys_1$$);
-SELECT eo_test_try($$SELECT nextval('eo_lease_token_seq')$$);
+SELECT eo_test_try($$SELECT count(*) FROM eo_internal.eo_keys_1$$);
+SELECT eo_test_try($$SELECT nextval('eo_internal.eo_lease_token_seq')$$);
 SELECT eo_test_try($$SELECT set_config('eo.max_attempts', '1000', false)$$);
 RESET ROLE;
 
@@ -114,8 +114,8 @@ SELECT eo_test_try($$SELECT status FROM eo_claim('priv:alice-failed')$$);
 SELECT eo_test_try($$SELECT eo_fail('priv:alice-failed', 'bob')$$);
 SELECT eo_test_try($$SELECT count(*) FROM eo_status('priv:alice-failed')$$);
 -- nor through the table
-SELECT eo_test_try($$SELECT result FROM eo_keys_1 WHERE key = 'priv:alice'$$);
-SELECT eo_test_try($$UPDATE eo_keys_1 SET result = '"bob"' WHERE key = 'priv:alice' RETURNING 1$$);
+SELECT eo_test_try($$SELECT result FROM eo_internal.eo_keys_1 WHERE key = 'priv:alice'$$);
+SELECT eo_test_try($$UPDATE eo_internal.eo_keys_1 SET result = '"bob"' WHERE key = 'priv:alice' RETURNING 1$$);
 -- eo settings are not his to change
 SELECT eo_test_try($$SELECT set_config('eo.max_attempts', '1000', false)$$);
 SELECT eo_test_try($$SELECT set_config('eo.max_lease', '1000', false)$$);

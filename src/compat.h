@@ -83,6 +83,16 @@ typedef bool EoUpdateIndexes;
 #define EO_MY_LXID (MyProc->lxid)
 #endif
 
+/* pg_namespace_aclcheck() became object_aclcheck() in 16. */
+#include "utils/acl.h"
+#if PG_VERSION_NUM >= 160000
+#define eo_namespace_aclcheck(nsp, role, mode) \
+	object_aclcheck(NamespaceRelationId, (nsp), (role), (mode))
+#else
+#define eo_namespace_aclcheck(nsp, role, mode) \
+	pg_namespace_aclcheck((nsp), (role), (mode))
+#endif
+
 /* get_extension_schema() is exported from 16 on; read pg_extension before. */
 #if PG_VERSION_NUM < 160000
 static inline Oid

@@ -35,6 +35,7 @@
 #define EO_MAX_RESULT_BYTES		(1024 * 1024)
 #define EO_MAX_ERROR_BYTES		4096
 #define EO_MAX_RETRY_AFTER_SECS	(366 * SECS_PER_DAY)
+#define EO_MAX_RETENTION_DAYS	3650	/* an outbox's retention */
 
 /*
  * SQLSTATEs of eo's own refusals.  Argument errors use the standard codes
@@ -73,18 +74,35 @@ typedef struct EoKey
 	ItemPointerData tid;
 } EoKey;
 
-/* objects.c: eo's own tables and their owner */
+/* objects.c: eo's own objects, and whose rights eo acts with */
+typedef struct EoCatalog
+{
+	Oid			ext;			/* pg_extension row */
+	Oid			owner;			/* the extension owner */
+	Oid			api_schema;		/* where the API was installed */
+	Oid			schema;			/* eo_internal: only the owner creates here */
+} EoCatalog;
+
 typedef struct EoIdentity
 {
 	Oid			userid;
 	int			sec_context;
 } EoIdentity;
 
-extern Oid	eo_own_table(Oid nsp, const char *relname);
-extern Oid	eo_relation_owner(Oid relid);
-extern void eo_become_owner(Oid owner, EoIdentity *saved);
+#define EO_INTERNAL_SCHEMA "eo_internal"
+
+extern bool eo_catalog_load(bool missing_ok);
+extern const EoCatalog *eo_catalog(void);
+extern Oid	eo_namespace_owner(Oid nsp);
+extern char *eo_internal_name(const char *relname);
+extern void eo_check_own_relation(Oid relid, char relkind, bool internal, const char *what);
+extern Oid	eo_own_relation(const char *relname, char relkind);
+extern void eo_become_owner(EoIdentity *saved);
 extern void eo_restore_identity(const EoIdentity *saved);
 extern struct _SPI_plan *eo_prepare_kept(const char *sql, int nargs, Oid *argtypes);
+extern bool eo_plan_relation_is(struct _SPI_plan *plan, Oid relid);
+extern bool eo_try(void (*fn) (void *), void *arg, ErrorData **error);
+extern void eo_warn_failure(ErrorData *error, const char *what, const char *hint);
 
 /* validate.c: each raises one clear error or returns the checked value */
 extern text *eo_check_key(Datum value, bool isnull);
@@ -92,6 +110,9 @@ extern text *eo_check_fingerprint(Datum value, bool isnull);
 extern Jsonb *eo_check_result(Datum value, bool isnull);
 extern int64 eo_check_lease(Datum value);
 extern int64 eo_check_retry_after(Datum value, bool isnull);
+extern Interval *eo_check_interval(Datum value, bool isnull, const char *what,
+								   int64 min_usecs, int64 max_usecs);
+extern char *eo_usecs_text(int64 usecs);
 extern text *eo_clip_error(Datum value, bool isnull);
 
 /* partition.c: time generations of a table (see its header) */
@@ -163,6 +184,7 @@ typedef struct EoPassStats
 	int64		switched;		/* generations made current */
 	int64		retired;		/* generations no longer read */
 	int64		dropped;		/* generation tables dropped */
+	int64		outbox_failures;	/* outboxes that could not be kept */
 } EoPassStats;
 
 extern void eo_reclaim_step(EoPassStats *stats, bool *more);

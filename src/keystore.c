@@ -78,9 +78,16 @@ enum
 };
 #define KEY_NATTS COL_UPDATED_AT
 
-static const char *const key_columns[KEY_NATTS] = {
-	"key", "owner", "state", "fingerprint", "result", "attempts",
-	"lease_token", "lease_expires_at", "last_error", "created_at", "updated_at"
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			key_columns[KEY_NATTS] =
+{
+	{"key", TEXTOID}, {"owner", OIDOID}, {"state", CHAROID}, {"fingerprint", TEXTOID},
+	{"result", JSONBOID}, {"attempts", INT4OID}, {"lease_token", INT8OID},
+	{"lease_expires_at", TIMESTAMPTZOID}, {"last_error", TEXTOID},
+	{"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID}
 };
 
 /*
@@ -104,10 +111,8 @@ typedef struct KeyStore
 {
 	bool		loaded;			/* schema, registry, owner known */
 	bool		gens_valid;		/* gens[] is current */
-	char	   *schema;			/* unquoted */
 	Oid			registry_relid;
 	Oid			token_seq_relid;
-	Oid			table_owner;
 	EoGenSet	genset;
 	SPIPlanPtr	gens_plan;		/* reads the registry */
 	int			ngens;
@@ -139,19 +144,10 @@ ks_free_plan(SPIPlanPtr *plan)
 	*plan = NULL;
 }
 
-static char *
-ks_qualified(const char *relname)
-{
-	return psprintf("%s.%s", quote_identifier(store.schema), quote_identifier(relname));
-}
-
-/* Find eo's registry and sequence through the extension's schema. */
+/* Find eo's registry and sequence in eo_internal. */
 static void
 ks_load_static(void)
 {
-	Oid			nsp = get_extension_schema(get_extension_oid("eo", false));
-	MemoryContext old;
-
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(ks_invalidate, (Datum) 0);
@@ -160,17 +156,12 @@ ks_load_static(void)
 		callback_registered = true;
 	}
 
-	store.registry_relid = eo_own_table(nsp, "eo_generations");
-	store.token_seq_relid = eo_own_table(nsp, "eo_lease_token_seq");
-	store.table_owner = eo_relation_owner(store.registry_relid);
-
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	store.schema = pstrdup(get_namespace_name(nsp));
-	store.genset.schema = store.schema;
+	store.registry_relid = eo_own_relation("eo_generations", RELKIND_RELATION);
+	store.token_seq_relid = eo_own_relation("eo_lease_token_seq", RELKIND_SEQUENCE);
+	store.genset.schema = EO_INTERNAL_SCHEMA;
 	store.genset.registry = "eo_generations";
 	store.genset.template = "eo_keys_template";
 	store.genset.prefix = "eo_keys_";
-	MemoryContextSwitchTo(old);
 
 	ks_free_plan(&store.gens_plan);
 	store.loaded = true;
@@ -188,25 +179,31 @@ ks_forget_generations(void)
 
 /*
  * The unique index on key of generation table `relid`, after checking
- * that the table has the template's columns in the template's order (the
- * row code below reads and writes columns by number).
+ * that the table is eo's own (objects.c) and has the template's columns
+ * and types in the template's order (the row code below reads and writes
+ * columns by number).
  */
 static Oid
 ks_key_index(Oid relid)
 {
-	Relation	rel = table_open(relid, AccessShareLock);
-	TupleDesc	desc = RelationGetDescr(rel);
-	List	   *indexes = RelationGetIndexList(rel);
+	Relation	rel;
+	TupleDesc	desc;
+	List	   *indexes;
 	Oid			result = InvalidOid;
 	ListCell   *lc;
 
+	eo_check_own_relation(relid, RELKIND_RELATION, true, "key generation");
+	rel = table_open(relid, AccessShareLock);
+	desc = RelationGetDescr(rel);
+	indexes = RelationGetIndexList(rel);
 	if (desc->natts != KEY_NATTS)
 		elog(ERROR, "eo: key table \"%s\" has %d columns, expected %d",
 			 RelationGetRelationName(rel), desc->natts, KEY_NATTS);
 	for (int i = 0; i < KEY_NATTS; i++)
-		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), key_columns[i]) != 0)
+		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), key_columns[i].name) != 0 ||
+			TupleDescAttr(desc, i)->atttypid != key_columns[i].type)
 			elog(ERROR, "eo: column %d of key table \"%s\" is not \"%s\"",
-				 i + 1, RelationGetRelationName(rel), key_columns[i]);
+				 i + 1, RelationGetRelationName(rel), key_columns[i].name);
 
 	foreach(lc, indexes)
 	{
@@ -239,13 +236,12 @@ ks_read_registry(void)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
-	eo_become_owner(store.table_owner, &saved);
+	eo_become_owner(&saved);
 	if (store.gens_plan == NULL)
-		store.gens_plan = eo_prepare_kept(psprintf(
-												   "SELECT gen, relid FROM %s"
-												   " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
-												   " AND gen OPERATOR(pg_catalog.>) $1 ORDER BY gen DESC",
-												   ks_qualified("eo_generations")), 1, argtypes);
+		store.gens_plan = eo_prepare_kept("SELECT gen, relid FROM eo_internal.eo_generations"
+										  " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
+										  " AND gen OPERATOR(pg_catalog.>) $1 ORDER BY gen DESC",
+										  1, argtypes);
 	rc = SPI_execute_snapshot(store.gens_plan, values, NULL, GetLatestSnapshot(),
 							  InvalidSnapshot, true, false, 0);
 	if (rc != SPI_OK_SELECT || SPI_processed == 0)
@@ -264,7 +260,6 @@ ks_read_registry(void)
 											 SPI_tuptable->tupdesc, 1, &isnull));
 		g->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 												  SPI_tuptable->tupdesc, 2, &isnull));
-		g->table = ks_qualified(get_rel_name(g->relid));
 	}
 	store.ngens = (int) SPI_processed;
 	MemoryContextSwitchTo(old);
@@ -287,7 +282,15 @@ ks_load_generations(void)
 		ks_forget_generations();
 		ks_read_registry();
 		for (int i = 0; i < store.ngens; i++)
-			store.gens[i].key_index = ks_key_index(store.gens[i].relid);
+		{
+			Generation *g = &store.gens[i];
+			MemoryContext old;
+
+			g->key_index = ks_key_index(g->relid);
+			old = MemoryContextSwitchTo(ks_context);
+			g->table = eo_internal_name(get_rel_name(g->relid));
+			MemoryContextSwitchTo(old);
+		}
 	}
 }
 
@@ -301,7 +304,7 @@ eo_ks_exists(void)
 	if (store.loaded &&
 		SearchSysCacheExists1(RELOID, ObjectIdGetDatum(store.registry_relid)))
 		return true;
-	return OidIsValid(get_extension_oid("eo", true));
+	return eo_catalog_load(true);
 }
 
 /*
@@ -340,7 +343,7 @@ eo_ks_open(EoKsMode mode)
 	eo_ks_begin(mode);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
-	eo_become_owner(store.table_owner, &caller_identity);
+	eo_become_owner(&caller_identity);
 }
 
 void
@@ -755,9 +758,8 @@ ks_count(const char *name, int64 n)
 	Datum		values[2] = {CStringGetTextDatum(name), Int64GetDatum(n)};
 	int			rc;
 
-	rc = SPI_execute_with_args(psprintf("UPDATE %s SET value = value OPERATOR(pg_catalog.+) $2"
-										" WHERE name OPERATOR(pg_catalog.=) $1",
-										ks_qualified("eo_counters")),
+	rc = SPI_execute_with_args("UPDATE eo_internal.eo_counters SET value = value OPERATOR(pg_catalog.+) $2"
+							   " WHERE name OPERATOR(pg_catalog.=) $1",
 							   2, argtypes, values, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "eo: counting %s failed: %s", name, SPI_result_code_string(rc));

@@ -7,20 +7,24 @@
  * steps.  The work is cut into bounded steps so that the worker can commit
  * after each one and never holds many row locks or a long transaction;
  * eo_maintain(), being one SQL call, runs its steps in the caller's
- * transaction.
+ * transaction, each in a subtransaction so that one that fails (on an
+ * object someone broke) does not stop the others.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "fmgr.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "eo.h"
+#include "outbox.h"
 
 /* Keys reclaimed per step: few enough to keep each step's transaction short. */
 #define EO_RECLAIM_BATCH 1000
@@ -108,20 +112,60 @@ eo_drop_step(EoPassStats *stats)
 
 /*
  * Outbox partitions: make ahead, drop what every consumer group is past
- * (outbox.c does the work; here it is only scheduled).
+ * (outbox_partitions.c does the work, each outbox on its own; here it is
+ * only scheduled).
  */
 void
 eo_outbox_step(EoPassStats *stats)
 {
-	int			rc;
+	EoIdentity	saved;
 
-	eo_ks_open(EO_KS_READ);
-	rc = SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s.eo_outbox_maintain()",
-							  quote_identifier(eo_ks_generations()->schema)),
-					 false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: outbox maintenance failed: %s", SPI_result_code_string(rc));
-	eo_ks_close();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	stats->outbox_failures += eo_ob_maintain_all(NULL, NULL);
+	eo_restore_identity(&saved);
+	SPI_finish();
+}
+
+typedef struct StepCall
+{
+	void		(*step) (EoPassStats *);
+	EoPassStats *stats;
+} StepCall;
+
+static void
+run_step(void *arg)
+{
+	StepCall   *call = (StepCall *) arg;
+
+	call->step(call->stats);
+}
+
+/*
+ * Run one step of eo_maintain() in a subtransaction: a step that fails
+ * (a broken object) is reported as a WARNING and the others still run.
+ */
+static void
+isolated_step(const char *what, void (*step) (EoPassStats *), EoPassStats *stats)
+{
+	StepCall	call = {step, stats};
+	ErrorData  *error;
+
+	if (!eo_try(run_step, &call, &error))
+		eo_warn_failure(error, what, "The other maintenance steps ran.");
+}
+
+static void
+reclaim_all(EoPassStats *stats)
+{
+	bool		more = true;
+
+	while (more)
+	{
+		CHECK_FOR_INTERRUPTS();
+		eo_reclaim_step(stats, &more);
+	}
 }
 
 /* eo_maintain(): one pass by hand, for servers without the preload. */
@@ -129,7 +173,6 @@ Datum
 eo_maintain(PG_FUNCTION_ARGS)
 {
 	EoPassStats stats = {0};
-	bool		more = true;
 	TupleDesc	tupdesc;
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
@@ -137,16 +180,21 @@ eo_maintain(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "eo: eo_maintain must return a composite type");
 
+	(void) eo_catalog();		/* eo must be installed and up to date */
+	/* Every step writes: refuse here, not step by step (on a standby too). */
+	PreventCommandIfReadOnly("eo_maintain()");
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("eo_maintain must run at READ COMMITTED"),
+				 errdetail("It must see events committed while it waits for locks.")));
+
 	/* Drop first: only what earlier passes retired, before taking locks. */
-	eo_drop_step(&stats);
-	while (more)
-	{
-		CHECK_FOR_INTERRUPTS();
-		eo_reclaim_step(&stats, &more);
-	}
-	eo_switch_step(&stats);
-	eo_retire_step(&stats);
-	eo_outbox_step(&stats);
+	isolated_step("dropping retired key generations", eo_drop_step, &stats);
+	isolated_step("reclaiming expired leases", reclaim_all, &stats);
+	isolated_step("switching key generations", eo_switch_step, &stats);
+	isolated_step("retiring key generations", eo_retire_step, &stats);
+	isolated_step("keeping outbox partitions", eo_outbox_step, &stats);
 
 	values[0] = Int64GetDatum(stats.reclaimed);
 	values[1] = Int64GetDatum(stats.dead);

@@ -1,20 +1,46 @@
 /*-------------------------------------------------------------------------
  * objects.c
- *	  Finding eo's own tables, and acting as their owner.
+ *	  eo's own objects, and whose rights eo acts with.
  *
- * The key store (keystore.c) and the outbox (outbox.c) both find their
- * tables through the extension's schema and run their statements as the
- * tables' owner, so that callers need no privileges on the tables; and
- * both keep prepared plans for the life of the backend.
+ * Trust.  The superuser who installs eo and the extension's owner are
+ * trusted; nobody else is: not the database owner (who owns schema public
+ * in PostgreSQL 15+ and may drop or shadow anything in it), schema owners,
+ * roles with grants on an outbox, producers, relays.  So whenever eo acts
+ * with the extension owner's rights it only touches objects that
+ *   - live in eo_internal, the schema CREATE/ALTER EXTENSION made, which
+ *     only the extension owner can create objects in (so no name there can
+ *     be taken, shadowed or replaced by anyone else), or
+ *   - it found by the OID it recorded, owned by the extension owner and
+ *     shaped as eo made them (outbox tables, checked by outbox.c with the
+ *     helpers here).
+ * Where the caller's own rights suffice (inserting an event, reading a
+ * page of events), eo acts as the caller instead.
+ *
+ * This file is the one place that knows the extension's owner and schemas
+ * (cached per backend, dropped when any schema changes, which DROP and
+ * CREATE EXTENSION do), switches identity, and keeps prepared plans.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
@@ -22,43 +48,215 @@
 
 #include "eo.h"
 
-/* The table `relname` in eo's schema `nsp`; a clear error if it is gone. */
-Oid
-eo_own_table(Oid nsp, const char *relname)
+
+
+static EoCatalog catalog;
+static bool catalog_valid = false;
+static bool callback_registered = false;
+
+static void
+catalog_invalidate(Datum arg, int cacheid, uint32 hashvalue)
 {
-	Oid			relid = get_relname_relid(relname, nsp);
+	catalog_valid = false;
+}
+
+/* pg_extension's row for eo, or false if eo is not installed here. */
+static bool
+read_extension(Oid *ext, Oid *owner, Oid *schema)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	*ext = get_extension_oid("eo", true);
+	if (!OidIsValid(*ext))
+		return false;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(*ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_extension e = (Form_pg_extension) GETSTRUCT(tup);
+
+		*owner = e->extowner;
+		*schema = e->extnamespace;
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * Is eo installed in this database, at a version this library can use?
+ * False if it is not installed; an error if its SQL objects are older
+ * than the library (ALTER EXTENSION eo UPDATE not run yet) or eo_internal
+ * is not eo's own.
+ */
+bool
+eo_catalog_load(bool missing_ok)
+{
+	Oid			ext,
+				owner,
+				api_schema,
+				schema;
+
+	if (!callback_registered)
+	{
+		CacheRegisterSyscacheCallback(NAMESPACEOID, catalog_invalidate, (Datum) 0);
+		callback_registered = true;
+	}
+	if (catalog_valid)
+		return true;
+
+	if (!read_extension(&ext, &owner, &api_schema))
+	{
+		if (missing_ok)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"eo\" is not installed in this database")));
+	}
+	schema = get_namespace_oid(EO_INTERNAL_SCHEMA, true);
+	if (!OidIsValid(schema))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("eo's SQL objects are older than its library"),
+				 errdetail("Schema \"%s\" is missing.", EO_INTERNAL_SCHEMA),
+				 errhint("Run ALTER EXTENSION eo UPDATE.")));
+	if (eo_namespace_owner(schema) != owner)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("schema \"%s\" is not owned by the owner of extension eo",
+						EO_INTERNAL_SCHEMA),
+				 errhint("eo works only on objects its owner owns; reinstall the extension.")));
+
+	catalog.ext = ext;
+	catalog.owner = owner;
+	catalog.api_schema = api_schema;
+	catalog.schema = schema;
+	catalog_valid = true;
+	return true;
+}
+
+const EoCatalog *
+eo_catalog(void)
+{
+	(void) eo_catalog_load(false);
+	return &catalog;
+}
+
+Oid
+eo_namespace_owner(Oid nsp)
+{
+	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "eo: cache lookup failed for schema %u", nsp);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* "eo_internal"."relname", quoted. */
+char *
+eo_internal_name(const char *relname)
+{
+	return psprintf("%s.%s", EO_INTERNAL_SCHEMA, quote_identifier(relname));
+}
+
+static const char *
+relkind_name(char relkind)
+{
+	switch (relkind)
+	{
+		case RELKIND_RELATION:
+			return "table";
+		case RELKIND_PARTITIONED_TABLE:
+			return "partitioned table";
+		case RELKIND_SEQUENCE:
+			return "sequence";
+		default:
+			return "relation";
+	}
+}
+
+/*
+ * Refuse relation `relid` unless it is of `relkind`, owned by the
+ * extension owner and (with `internal`) in eo_internal.  `what` names it
+ * in the error, which says what is wrong with it.
+ */
+void
+eo_check_own_relation(Oid relid, char relkind, bool internal, const char *what)
+{
+	const EoCatalog *cat = eo_catalog();
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Form_pg_class rel;
+	char	   *problem = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("%s was dropped", what),
+				 errdetail("No relation has OID %u any more.", relid)));
+	rel = (Form_pg_class) GETSTRUCT(tup);
+	if (rel->relkind != relkind)
+		problem = psprintf("it is not a %s", relkind_name(relkind));
+	else if (rel->relowner != cat->owner)
+		problem = psprintf("it is owned by role \"%s\", not by the owner of extension eo",
+						   GetUserNameFromId(rel->relowner, true));
+	else if (internal && rel->relnamespace != cat->schema)
+		problem = psprintf("it is not in schema \"%s\"", EO_INTERNAL_SCHEMA);
+	else if (rel->relhasrules || rel->relrowsecurity)
+		problem = pstrdup("it has rules or row security that eo did not make");
+	if (problem != NULL)
+	{
+		char	   *name = psprintf("%s.%s", get_namespace_name(rel->relnamespace),
+									NameStr(rel->relname));
+
+		ReleaseSysCache(tup);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s \"%s\" is not eo's own: %s", what, name, problem),
+				 errdetail("eo acts with its owner's rights only on objects it made."),
+				 errhint("Drop the object and let eo make it again.")));
+	}
+	ReleaseSysCache(tup);
+}
+
+/* eo_internal.relname, checked to be eo's own; an error if it is gone. */
+Oid
+eo_own_relation(const char *relname, char relkind)
+{
+	const EoCatalog *cat = eo_catalog();
+	Oid			relid = get_relname_relid(relname, cat->schema);
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("eo's relation \"%s\" is missing from schema \"%s\"",
-						relname, get_namespace_name(nsp)),
+						relname, EO_INTERNAL_SCHEMA),
 				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
+	eo_check_own_relation(relid, relkind, true, "eo's relation");
 	return relid;
 }
 
-Oid
-eo_relation_owner(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "eo: cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
 /*
- * Act as `owner` until eo_restore_identity(saved).  Restricted, so that no
- * user code (a trigger someone added) can run with the owner's rights.  An
- * error in between needs no cleanup: (sub)transaction abort restores the
- * identity.
+ * Act as the extension owner until eo_restore_identity(saved).  Restricted,
+ * so that nothing that runs meanwhile can change session state behind the
+ * caller.  An error in between needs no cleanup: (sub)transaction abort
+ * restores the identity.
  */
 void
-eo_become_owner(Oid owner, EoIdentity *saved)
+eo_become_owner(EoIdentity *saved)
 {
+	Oid			owner = eo_catalog()->owner;
+
 	GetUserIdAndSecContext(&saved->userid, &saved->sec_context);
 	SetUserIdAndSecContext(owner, saved->sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
@@ -100,4 +298,83 @@ eo_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 		ReleaseCachedPlan(cplan, CurrentResourceOwner);
 	AtEOXact_GUC(true, nestlevel);
 	return plan;
+}
+
+/*
+ * Did the last execution of `plan` (one statement) act on relation `relid`
+ * and no other?  A plan is parsed again from its text after an
+ * invalidation, so a name can come to mean another relation (a schema
+ * renamed, another table made under the old name); callers that name a
+ * table outside eo_internal check this after running the plan as the
+ * caller, so that a wrong target is an error that rolls back.
+ */
+bool
+eo_plan_relation_is(SPIPlanPtr plan, Oid relid)
+{
+	List	   *sources = SPI_plan_get_plan_sources(plan);
+	CachedPlanSource *source;
+	Query	   *query;
+	ListCell   *lc;
+
+	if (list_length(sources) != 1)
+		return false;
+	source = (CachedPlanSource *) linitial(sources);
+	if (list_length(source->query_list) != 1)
+		return false;
+	query = linitial_node(Query, source->query_list);
+	foreach(lc, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		if (rte->rtekind != RTE_RELATION ? rte->rtekind != RTE_VALUES && rte->rtekind != RTE_RESULT :
+			rte->relid != relid)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Run fn(arg) in a subtransaction.  True if it succeeded; otherwise the
+ * subtransaction is rolled back (its locks and changes gone), the error
+ * is returned in *error (in the caller's memory context) and false.  For
+ * maintenance that must go on past one broken object.
+ */
+bool
+eo_try(void (*fn) (void *), void *arg, ErrorData **error)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		*error = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
+}
+
+/* A failure eo_try caught, reported as a WARNING that names what failed. */
+void
+eo_warn_failure(ErrorData *error, const char *what, const char *hint)
+{
+	ereport(WARNING,
+			(errcode(error->sqlerrcode),
+			 errmsg("eo: %s failed: %s", what, error->message),
+			 error->detail ? errdetail_internal("%s", error->detail) : 0,
+			 errhint("%s", hint)));
+	FreeErrorData(error);
 }

@@ -1,73 +1,80 @@
 /*-------------------------------------------------------------------------
  * outbox.c
- *	  Outboxes: eo_outbox_create / eo_outbox_drop, eo_emit (table or WAL
- *	  mode), the NOTIFY trigger, and partition upkeep (eo_outbox_maintain).
+ *	  Outboxes: the registry and its cache, eo_outbox_create /
+ *	  eo_outbox_drop, eo_emit (table or WAL mode), the NOTIFY trigger, and
+ *	  the seq column's default and check.
  *
  * An outbox is a table with Debezium's outbox-router columns plus two
  * that the relay (relay.c) needs:
  *
- *	 txid  xid8 DEFAULT pg_current_xact_id()   the writing transaction
- *	 seq   int8 GENERATED ALWAYS AS IDENTITY   insertion order
+ *	 txid  xid8  DEFAULT pg_current_xact_id()              the writing transaction
+ *	 seq   int8  DEFAULT eo_internal.eo_outbox_next_seq()  insertion order
  *
- * txid comes before seq in the table, so an INSERT evaluates its default
- * (which assigns the transaction id) before it draws seq: every event's
- * transaction id was assigned no later than its seq.  relay.c relies on
- * that to bound its index scans (see the comment at the top of relay.c).
- * An event's slot, hash(aggregateid) mod slots, is not stored: the one
- * index is on (slot expression, seq), which costs an INSERT less than a
- * generated column would (PostgreSQL re-reads a generated column's
- * expression from the catalog for every INSERT statement).
- * The table is RANGE-partitioned on created_at; partitions are made ahead
- * by eo_outbox_create and eo_outbox_maintain, and dropped by the latter
- * once they are past the outbox's retention and every consumer group has
- * acknowledged every event in them.
+ * eo_outbox_next_seq assigns the transaction id before it draws seq, so
+ * every event's transaction id was assigned no later than its seq: relay.c
+ * relies on that to bound its index scans.  Producers cannot set either
+ * column: every partition has a CHECK (eo_outbox_row_check) that accepts a
+ * row only if its seq is the value the default just drew for it and its
+ * txid is the inserting transaction's.  An event's slot, hash(aggregateid)
+ * mod slots, is not stored: the one index is on (slot expression, seq).
+ * The table is RANGE-partitioned on created_at; its partitions live in
+ * eo_internal (outbox_partitions.c).
  *
  * A WAL-mode outbox keeps a table too, but only as the object that
  * privileges are granted on; a CHECK (false) constraint refuses plain
  * INSERTs, and eo_emit writes a transactional logical decoding message
  * instead (prefix "eo:<outbox>").
  *
- * Identity.  eo_emit needs INSERT on the outbox table, the relay functions
- * SELECT; the check is made for the caller, then every statement runs as
- * the owner of eo's tables (the extension owner, who also owns every
- * outbox) with fully schema-qualified names, as keystore.c does.
+ * Trust (see objects.c).  The registry records each outbox table by OID.
+ * Every entry is verified when it is (re)loaded: owned by the extension
+ * owner, exactly the columns and types eo made, no rules or row security.
+ * eo_emit inserts as the caller, who needs INSERT on the outbox anyway, so
+ * a trigger someone added runs with the rights of whoever inserts, never
+ * eo's; its statement names the table, so after running it eo checks that
+ * the name still meant the recorded table.  Tables are made in eo_internal
+ * and only then moved, by OID, into the schema the caller chose.
  *
  * Process model: per backend.  Each backend caches one entry per outbox it
- * used (its table, sequence and prepared plans, so eo_emit never plans);
- * an entry is re-read from the registry after a relcache invalidation of
- * the outbox table or of the registry (create and drop send one).
+ * used; an entry is dropped after a relcache invalidation of the outbox
+ * table or of the registry (create and drop send one).
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
-#include "commands/extension.h"
+#include "commands/sequence.h"
 #include "commands/trigger.h"
-#include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "partitioning/partdefs.h"
 #include "replication/message.h"
-#include "storage/proc.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
-#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
+#include "utils/partcache.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
+#include "utils/xid8.h"
 
 #include "compat.h"
 #include "eo.h"
@@ -75,27 +82,38 @@
 
 PG_FUNCTION_INFO_V1(eo_outbox_create);
 PG_FUNCTION_INFO_V1(eo_outbox_drop);
-PG_FUNCTION_INFO_V1(eo_outbox_maintain);
 PG_FUNCTION_INFO_V1(eo_emit);
 PG_FUNCTION_INFO_V1(eo_outbox_notify);
+PG_FUNCTION_INFO_V1(eo_outbox_next_seq);
+PG_FUNCTION_INFO_V1(eo_outbox_row_check);
 
-/*
- * Longest that dropping a partition may make emitters wait, in
- * milliseconds, unless the session sets lock_timeout: the drop needs
- * ACCESS EXCLUSIVE on the outbox table, and a lock request that waits
- * makes every later INSERT queue behind it.  Past this the drop gives up
- * until the next pass.
- */
-#define EO_OUTBOX_DROP_LOCK_TIMEOUT_MS 100
+/* The columns eo makes, in table order (WAL mode: the first seven). */
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			outbox_columns[] =
+{
+	{"id", UUIDOID},
+	{"aggregatetype", TEXTOID},
+	{"aggregateid", TEXTOID},
+	{"type", TEXTOID},
+	{"payload", JSONBOID},
+	{"headers", JSONBOID},
+	{"created_at", TIMESTAMPTZOID},
+	{"txid", XID8OID},
+	{"seq", INT8OID},
+};
+#define TABLE_MODE_COLUMNS 9
+#define WAL_MODE_COLUMNS 7
+#define CREATED_AT_ATTNUM 7
 
-/* What the backend knows about eo's own schema and registry. */
+/* What the backend knows about the registry. */
 typedef struct OutboxStore
 {
 	bool		valid;
-	Oid			registry_relid; /* eo_outboxes */
-	Oid			token_seq;		/* eo_outbox_token_seq */
-	Oid			owner;
-	char	   *schema;			/* quoted, in CacheContext */
+	Oid			registry_relid; /* eo_internal.eo_outboxes */
+	Oid			token_seq;		/* eo_internal.eo_outbox_token_seq */
 	SPIPlanPtr	find_plan;
 } OutboxStore;
 
@@ -104,21 +122,23 @@ static HTAB *outboxes = NULL;
 static MemoryContext CacheContext = NULL;
 static bool callback_registered = false;
 
-/* The identity in force before eo_ob_open() switched to the owner. */
-typedef struct SavedIdentity
+/* Sequences eo_outbox_next_seq was allowed to draw from (see there). */
+static List *approved_seqs = NIL;
+
+/* One row of the registry. */
+typedef struct RegistryRow
 {
-	EoIdentity	identity;
-	int			depth;			/* transaction nest level it was saved at */
-} SavedIdentity;
+	Oid			relid;
+	char		mode;
+	int32		slots;
+	Oid			owner;
+	Oid			seq;
+	Interval	every;
+	int32		premake;
+	Interval	retention;
+} RegistryRow;
 
-static SavedIdentity saved[8];
-static int	open_depth = 0;
-
-static void ob_xact_callback(XactEvent event, void *arg);
-static void ob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-								SubTransactionId parentSubid, void *arg);
-
-/* ---- cache and registry ---- */
+/* ---- cache ---- */
 
 static void
 free_entry_plans(EoOutbox *ob)
@@ -157,11 +177,16 @@ ob_invalidate(Datum arg, Oid relid)
 	}
 	else
 		invalidate_entries(relid);
+	if (!OidIsValid(relid) || list_member_oid(approved_seqs, relid))
+	{
+		list_free(approved_seqs);
+		approved_seqs = NIL;
+	}
 }
 
 /* Make other backends (and this one) re-read the registry. */
-void
-eo_ob_invalidate_all(void)
+static void
+registry_changed(void)
 {
 	CacheInvalidateRelcacheByRelid(store.registry_relid);
 }
@@ -191,10 +216,10 @@ reset_cache(void)
 											 ALLOCSET_SMALL_SIZES);
 }
 
+/* Find the registry (SPI connected, acting as the owner). */
 static void
 load_store(void)
 {
-	Oid			nsp = get_extension_schema(get_extension_oid("eo", false));
 	HASHCTL		ctl;
 	Oid			types[1] = {TEXTOID};
 
@@ -205,11 +230,8 @@ load_store(void)
 	}
 	reset_cache();
 
-	store.registry_relid = eo_own_table(nsp, "eo_outboxes");
-	store.token_seq = eo_own_table(nsp, "eo_outbox_token_seq");
-	store.owner = eo_relation_owner(store.registry_relid);
-	store.schema = MemoryContextStrdup(CacheContext,
-									   quote_identifier(get_namespace_name(nsp)));
+	store.registry_relid = eo_own_relation("eo_outboxes", RELKIND_RELATION);
+	store.token_seq = eo_own_relation("eo_outbox_token_seq", RELKIND_SEQUENCE);
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = NAMEDATALEN;
@@ -218,174 +240,201 @@ load_store(void)
 	outboxes = hash_create("eo outboxes", 16, &ctl,
 						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
-	store.find_plan = eo_prepare_kept(psprintf(
-											 "SELECT nspname, mode, slots, channel FROM %s.eo_outboxes"
-											 " WHERE name OPERATOR(pg_catalog.=) $1", store.schema),
-									1, types);
+	store.find_plan = eo_prepare_kept(
+									  "SELECT relid, mode, slots, owner, seq, partition_interval, premake, retention"
+									  " FROM eo_internal.eo_outboxes WHERE name OPERATOR(pg_catalog.=) $1",
+									  1, types);
 	store.valid = true;
 }
 
-/*
- * Connect SPI and act as the owner of eo's tables until eo_ob_close().
- * An error in between needs no cleanup: (sub)transaction abort restores
- * the user and closes SPI.
- */
-void
-eo_ob_open(void)
+/* Registry invalidations are common (ANALYZE): reload only if it is gone. */
+static void
+ensure_store(void)
 {
-	static bool callbacks_registered = false;
-
-	if (!callbacks_registered)
-	{
-		RegisterXactCallback(ob_xact_callback, NULL);
-		RegisterSubXactCallback(ob_subxact_callback, NULL);
-		callbacks_registered = true;
-	}
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eo: SPI_connect failed");
-
-	/* Registry invalidations are common (ANALYZE); reload only if gone. */
-	if (!store.valid &&
-		!(OidIsValid(store.registry_relid) && store.find_plan != NULL &&
+	if (store.valid)
+		return;
+	if (!(OidIsValid(store.registry_relid) && store.find_plan != NULL &&
 		  SearchSysCacheExists1(RELOID, ObjectIdGetDatum(store.registry_relid))))
 		load_store();
 	store.valid = true;
-
-	if (open_depth >= lengthof(saved))
-		elog(ERROR, "eo: outbox calls nested too deeply");
-	saved[open_depth].depth = GetCurrentTransactionNestLevel();
-	eo_become_owner(store.owner, &saved[open_depth].identity);
-	open_depth++;
 }
 
-void
-eo_ob_close(void)
+static Interval
+interval_column(HeapTuple tup, TupleDesc desc, int col)
 {
-	open_depth--;
-	eo_restore_identity(&saved[open_depth].identity);
+	bool		isnull;
+
+	return *DatumGetIntervalP(SPI_getbinval(tup, desc, col, &isnull));
+}
+
+/* Connect SPI and act as the owner, with the registry loaded. */
+static void
+registry_begin(EoIdentity *saved)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(saved);
+	ensure_store();
+}
+
+static void
+registry_end(EoIdentity *saved)
+{
+	eo_restore_identity(saved);
 	SPI_finish();
 }
 
-/* After an error the saved identities are stale; forget them. */
+/*
+ * Read outbox `name` from the registry, as the owner (nobody else may read
+ * eo_internal); false if it is not there.
+ */
+static bool
+read_registry(const char *name, RegistryRow *row)
+{
+	EoIdentity	saved;
+	Datum		values[1];
+	bool		found;
+
+	registry_begin(&saved);
+	values[0] = CStringGetTextDatum(name);
+	if (SPI_execute_plan(store.find_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: outbox lookup failed");
+	found = SPI_processed == 1;
+	if (found)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		seq;
+
+		row->relid = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+		row->mode = DatumGetChar(SPI_getbinval(tup, desc, 2, &isnull));
+		row->slots = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		row->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+		seq = SPI_getbinval(tup, desc, 5, &isnull);
+		row->seq = isnull ? InvalidOid : DatumGetObjectId(seq);
+		row->every = interval_column(tup, desc, 6);
+		row->premake = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
+		row->retention = interval_column(tup, desc, 8);
+	}
+	registry_end(&saved);
+	return found;
+}
+
+/*
+ * Refuse the outbox unless its table is the one eo made: owned by the
+ * extension owner, exactly eo's columns and types, partitioned on
+ * created_at (table mode) with the sequence eo made.
+ */
 static void
-ob_xact_callback(XactEvent event, void *arg)
+verify_outbox(const EoOutbox *ob)
 {
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PREPARE)
-		open_depth = 0;
+	char	   *what = psprintf("table of outbox \"%s\"", ob->name);
+	bool		table_mode = ob->mode == EO_OUTBOX_TABLE;
+	int			ncols = table_mode ? TABLE_MODE_COLUMNS : WAL_MODE_COLUMNS;
+	Relation	rel;
+	TupleDesc	desc;
+	char	   *problem = NULL;
+
+	eo_check_own_relation(ob->relid, table_mode ? RELKIND_PARTITIONED_TABLE : RELKIND_RELATION,
+						  false, what);
+	rel = relation_open(ob->relid, AccessShareLock);
+	desc = RelationGetDescr(rel);
+	if (desc->natts != ncols)
+		problem = psprintf("it has %d columns, not %d", desc->natts, ncols);
+	for (int i = 0; i < desc->natts && problem == NULL; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped || strcmp(NameStr(att->attname), outbox_columns[i].name) != 0 ||
+			att->atttypid != outbox_columns[i].type)
+			problem = psprintf("column %d is not \"%s\" of type %s", i + 1,
+							   outbox_columns[i].name, format_type_be(outbox_columns[i].type));
+	}
+	if (problem == NULL && table_mode)
+	{
+		PartitionKey key = RelationGetPartitionKey(rel);
+
+		if (key->strategy != PARTITION_STRATEGY_RANGE || key->partnatts != 1 ||
+			key->partattrs[0] != CREATED_AT_ATTNUM)
+			problem = pstrdup("it is not partitioned by range of created_at");
+	}
+	relation_close(rel, NoLock);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s is not the table eo made: %s", what, problem),
+				 errhint("Drop the outbox with eo_outbox_drop and create it again.")));
+	if (table_mode)
+		eo_check_own_relation(ob->seqid, RELKIND_SEQUENCE, false,
+							  psprintf("sequence of outbox \"%s\"", ob->name));
 }
 
-static void
-ob_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					SubTransactionId parentSubid, void *arg)
+/* schema.table of the outbox as named now, quoted. */
+static char *
+current_qualname(Oid relid)
 {
-	if (event != SUBXACT_EVENT_ABORT_SUB)
-		return;
-	/* Drop the levels opened inside the aborted subtransaction. */
-	while (open_depth > 0 &&
-		   saved[open_depth - 1].depth >= GetCurrentTransactionNestLevel())
-		open_depth--;
+	char	   *rel = get_rel_name(relid);
+	char	   *nsp = rel ? get_namespace_name(get_rel_namespace(relid)) : NULL;
+
+	if (rel == NULL || nsp == NULL)
+		return NULL;
+	return psprintf("%s.%s", quote_identifier(nsp), quote_identifier(rel));
 }
 
-Oid
-eo_ob_token_seq(void)
-{
-	return store.token_seq;
-}
-
-const char *
-eo_ob_schema(void)
-{
-	return store.schema;
-}
-
-/* The caller, whose privileges count (not the owner we act as). */
-static Oid
-caller_id(void)
-{
-	Assert(open_depth > 0);
-	return saved[open_depth - 1].identity.userid;
-}
-
-/* Re-read one outbox from the registry; false if it is not there. */
+/* Re-read one outbox from the registry and verify it; false if not there. */
 static bool
 reload_entry(EoOutbox *ob)
 {
-	Datum		values[1];
-	bool		isnull;
-	char	   *nspname;
-	Oid			nsp;
-	Oid			relid;
-	int			rc;
-	char		mode;
+	RegistryRow row;
+	MemoryContext old;
 
 	ob->bell_known = false;		/* the outbox may be another one now */
-	values[0] = CStringGetTextDatum(ob->name);
-	rc = SPI_execute_plan(store.find_plan, values, NULL, false, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: outbox lookup failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
+	if (!read_registry(ob->name, &row))
 		return false;
-
-	nspname = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	mode = DatumGetChar(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	ob->slots = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-
-	nsp = get_namespace_oid(nspname, true);
-	relid = OidIsValid(nsp) ? get_relname_relid(ob->name, nsp) : InvalidOid;
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table of outbox \"%s\" is missing", ob->name),
-				 errdetail("The registry says it is \"%s\".\"%s\".", nspname, ob->name),
-				 errhint("Drop the outbox with eo_outbox_drop and create it again.")));
-
-	if (relid != ob->relid || ob->mode != mode)
-	{
-		MemoryContext old = MemoryContextSwitchTo(CacheContext);
-
+	if (row.relid != ob->relid || row.mode != ob->mode)
 		free_entry_plans(ob);
-		if (ob->qualname)
-			pfree(ob->qualname);
-		if (ob->channel)
-			pfree(ob->channel);
-		if (ob->wal_prefix)
-			pfree(ob->wal_prefix);
-		ob->relid = relid;
-		ob->mode = mode;
-		ob->qualname = psprintf("%s.%s", quote_identifier(nspname),
-								quote_identifier(ob->name));
-		ob->channel = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
-		ob->channel = pstrdup(ob->channel ? ob->channel : "");
+	ob->relid = row.relid;
+	ob->mode = row.mode;
+	ob->slots = row.slots;
+	ob->owner = row.owner;
+	ob->seqid = row.seq;
+	ob->every = row.every;
+	ob->premake = row.premake;
+	ob->retention = row.retention;
+	verify_outbox(ob);
+
+	old = MemoryContextSwitchTo(CacheContext);
+	if (ob->qualname)
+		pfree(ob->qualname);
+	ob->qualname = current_qualname(ob->relid);
+	if (ob->wal_prefix == NULL)
 		ob->wal_prefix = psprintf("eo:%s", ob->name);
-		MemoryContextSwitchTo(old);
-
-		ob->seqid = InvalidOid;
-		if (mode == EO_OUTBOX_TABLE)
-			ob->seqid = getIdentitySequence(relid, get_attnum(relid, "seq"), false);
-	}
-	if (mode == EO_OUTBOX_TABLE && ob->emit_plan == NULL)
-	{
-		Oid			types[6] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID};
-
-		/* txid, seq, slot and created_at come from the table's defaults. */
-		ob->emit_plan = eo_prepare_kept(psprintf(
-											   "INSERT INTO %s (id, aggregatetype, aggregateid, type, payload, headers)"
-											   " VALUES ($1, $2, $3, $4, $5, $6)", ob->qualname),
-									  6, types);
-	}
+	MemoryContextSwitchTo(old);
 	ob->valid = true;
 	return true;
 }
 
-/* The outbox called name; between eo_ob_open() and eo_ob_close() only. */
+/*
+ * The outbox called `name`, its table locked with `lockmode` and verified.
+ * The lock is taken before the entry is trusted: taking it accepts
+ * invalidations, after which a dropped or changed table is noticed.
+ */
 EoOutbox *
-eo_ob_lookup(const char *name, bool missing_ok)
+eo_ob_lookup(const char *name, LOCKMODE lockmode, bool missing_ok)
 {
 	EoOutbox   *ob;
 	bool		found;
 
+	if (strlen(name) >= NAMEDATALEN)
+		goto missing;
+	if (!store.valid || outboxes == NULL)
+	{
+		EoIdentity	saved;
+
+		registry_begin(&saved);
+		registry_end(&saved);
+	}
 	ob = (EoOutbox *) hash_search(outboxes, name, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -395,18 +444,54 @@ eo_ob_lookup(const char *name, bool missing_ok)
 		memset(ob, 0, sizeof(*ob));
 		strlcpy(ob->name, key, NAMEDATALEN);
 	}
-	if (ob->valid)
-		return ob;
-	if (reload_entry(ob))
-		return ob;
-
+	for (;;)
+	{
+		if (!ob->valid && !reload_entry(ob))
+			break;
+		LockRelationOid(ob->relid, lockmode);
+		if (ob->valid)
+			return ob;
+	}
 	free_entry_plans(ob);
 	hash_search(outboxes, name, HASH_REMOVE, NULL);
+missing:
 	if (!missing_ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("outbox \"%s\" does not exist", name)));
 	return NULL;
+}
+
+Oid
+eo_ob_token_seq(void)
+{
+	ensure_store();
+	return store.token_seq;
+}
+
+/* The names of every outbox in `mode`, read as the owner. */
+List *
+eo_ob_names(char mode)
+{
+	EoIdentity	saved;
+	List	   *names = NIL;
+	MemoryContext caller = CurrentMemoryContext;
+
+	registry_begin(&saved);
+	if (SPI_execute(psprintf("SELECT name FROM eo_internal.eo_outboxes"
+							 " WHERE mode OPERATOR(pg_catalog.=) '%c' ORDER BY name", mode),
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: registry scan failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		MemoryContext old = MemoryContextSwitchTo(caller);
+
+		names = lappend(names, pstrdup(name));
+		MemoryContextSwitchTo(old);
+	}
+	registry_end(&saved);
+	return names;
 }
 
 /*
@@ -453,7 +538,7 @@ eo_ob_check_name(Datum value, bool isnull, const char *what)
 void
 eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action)
 {
-	Oid			caller = caller_id();
+	Oid			caller = GetUserId();
 
 	if (pg_class_aclcheck(ob->relid, caller, mode) == ACLCHECK_OK)
 		return;
@@ -465,13 +550,32 @@ eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action)
 					 GetUserNameFromId(caller, false))));
 }
 
+static void
+check_member(Oid owner, const char *action, const char *object)
+{
+	if (has_privs_of_role(GetUserId(), owner))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to %s %s", action, object),
+			 errdetail("It belongs to role \"%s\".", GetUserNameFromId(owner, true)),
+			 errhint("Act as a member of that role.")));
+}
+
+/* Only members of the role that created an outbox may administer it. */
+void
+eo_ob_check_owner(EoOutbox *ob, const char *action)
+{
+	check_member(ob->owner, action, psprintf("outbox \"%s\"", ob->name));
+}
+
 /*
  * An event's slot as an SQL expression of its aggregateid column.  The
  * relay's queries use exactly the expression of the index, so that the
  * planner matches them.
  */
-static char *
-slot_expr(int32 slots, const char *column)
+char *
+eo_ob_slot_expr_for(int32 slots, const char *column)
 {
 	return psprintf("((pg_catalog.hashtext(%s) OPERATOR(pg_catalog.&) 2147483647)"
 					" OPERATOR(pg_catalog.%%) %d)", column, slots);
@@ -480,7 +584,109 @@ slot_expr(int32 slots, const char *column)
 char *
 eo_ob_slot_expr(const EoOutbox *ob, const char *alias)
 {
-	return slot_expr(ob->slots, psprintf("%s.aggregateid", alias));
+	return eo_ob_slot_expr_for(ob->slots, psprintf("%s.aggregateid", alias));
+}
+
+/*
+ * After running `plan` (as the caller): did the outbox's table name still
+ * mean the table eo recorded?  If not (a schema was renamed, another table
+ * made under the old name), forget the entry and raise an error, which
+ * rolls back whatever the statement did.
+ */
+void
+eo_ob_check_plan(EoOutbox *ob, SPIPlanPtr plan)
+{
+	if (eo_plan_relation_is(plan, ob->relid))
+		return;
+	ob->valid = false;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("the table name of outbox \"%s\" now means another relation", ob->name),
+			 errdetail("eo made table %s (OID %u); the name was renamed or replaced.",
+					   ob->qualname, ob->relid),
+			 errhint("Try again: eo looks the table up by OID again.")));
+}
+
+/* ---- the seq column ---- */
+
+/* The value eo_outbox_next_seq drew last, not yet checked by a row. */
+static int64 drawn_seq;
+static LocalTransactionId drawn_lxid = InvalidLocalTransactionId;
+
+/*
+ * Only the seq sequence of an outbox table: owned by the extension owner
+ * and by a column "seq" of a table the extension owner owns.  Without this
+ * check anyone who may insert could draw from any sequence through it.
+ */
+static void
+approve_sequence(Oid seqid)
+{
+	Oid			table;
+	int32		col;
+	char	   *colname;
+	MemoryContext old;
+
+	if (list_member_oid(approved_seqs, seqid))
+		return;
+	eo_check_own_relation(seqid, RELKIND_SEQUENCE, false, "outbox sequence");
+	if (!sequenceIsOwned(seqid, DEPENDENCY_AUTO, &table, &col) ||
+		(colname = get_attname(table, col, true)) == NULL ||
+		strcmp(colname, "seq") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("sequence %u is not the seq sequence of an outbox", seqid)));
+	eo_check_own_relation(table, get_rel_relkind(table), false, "outbox table");
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(ob_invalidate, (Datum) 0);
+		callback_registered = true;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	approved_seqs = lappend_oid(approved_seqs, seqid);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * eo_internal.eo_outbox_next_seq(seq regclass) returns int8: the seq
+ * column's default.  The transaction id is assigned first (see the top of
+ * this file); the value is remembered for eo_outbox_row_check.
+ */
+Datum
+eo_outbox_next_seq(PG_FUNCTION_ARGS)
+{
+	Oid			seqid = PG_GETARG_OID(0);
+
+	approve_sequence(seqid);
+	(void) GetTopTransactionId();
+	drawn_seq = nextval_internal(seqid, false);
+	drawn_lxid = EO_MY_LXID;
+	PG_RETURN_INT64(drawn_seq);
+}
+
+/*
+ * eo_internal.eo_outbox_row_check(txid, seq): the CHECK of every outbox
+ * partition.  Rows are checked one at a time right after their defaults
+ * are computed (INSERT, INSERT ... SELECT and COPY alike), so the row's
+ * seq must be the value drawn last in this transaction, and each drawn
+ * value is good for one row only.
+ */
+Datum
+eo_outbox_row_check(PG_FUNCTION_ARGS)
+{
+	bool		drawn = drawn_lxid == EO_MY_LXID;
+	bool		ok;
+
+	ok = !PG_ARGISNULL(0) && !PG_ARGISNULL(1) && drawn &&
+		PG_GETARG_INT64(1) == drawn_seq &&
+		FullTransactionIdEquals(PG_GETARG_FULLTRANSACTIONID(0), GetTopFullTransactionIdIfAny());
+	drawn_lxid = InvalidLocalTransactionId;
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("seq and txid of an outbox event are set by eo"),
+				 errdetail("The relay orders and delivers events by these columns."),
+				 errhint("Insert events without the seq and txid columns.")));
+	PG_RETURN_BOOL(true);
 }
 
 /* ---- eo_emit ---- */
@@ -527,6 +733,7 @@ typedef struct EmitArgs
 	Jsonb	   *headers;		/* NULL if SQL NULL */
 } EmitArgs;
 
+/* The INSERT, run as the caller; see the top of this file. */
 static void
 emit_to_table(EoOutbox *ob, const EmitArgs *a)
 {
@@ -544,10 +751,25 @@ emit_to_table(EoOutbox *ob, const EmitArgs *a)
 		nulls[4] = 'n';
 	if (a->headers == NULL)
 		nulls[5] = 'n';
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	if (ob->emit_plan == NULL)
+	{
+		Oid			types[6] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID};
+
+		/* txid, seq and created_at come from the table's defaults. */
+		ob->emit_plan = eo_prepare_kept(psprintf(
+											   "INSERT INTO %s (id, aggregatetype, aggregateid, type, payload, headers)"
+											   " VALUES ($1, $2, $3, $4, $5, $6)", ob->qualname),
+									  6, types);
+	}
 	rc = SPI_execute_plan(ob->emit_plan, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: insert into outbox \"%s\" failed: %s",
 			 ob->name, SPI_result_code_string(rc));
+	eo_ob_check_plan(ob, ob->emit_plan);
+	SPI_finish();
 }
 
 static void
@@ -609,7 +831,8 @@ emit_to_wal(EoOutbox *ob, const EmitArgs *a)
 
 /*
  * eo_emit(outbox, aggregatetype, aggregateid, type, payload, headers)
- * returns uuid: the event, written in the caller's transaction.
+ * returns uuid: the event, written in the caller's transaction, as the
+ * caller.
  */
 Datum
 eo_emit(PG_FUNCTION_ARGS)
@@ -630,19 +853,12 @@ eo_emit(PG_FUNCTION_ARGS)
 	a.headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
 	a.id = new_uuid();
 
-	if (strlen(name) >= NAMEDATALEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("outbox \"%s\" does not exist", name)));
-
-	eo_ob_open();
-	ob = eo_ob_lookup(name, false);
+	ob = eo_ob_lookup(name, RowExclusiveLock, false);
 	eo_ob_check_privilege(ob, ACL_INSERT, "emit to");
 	if (ob->mode == EO_OUTBOX_WAL)
 		emit_to_wal(ob, &a);
 	else
 		emit_to_table(ob, &a);
-	eo_ob_close();
 
 	PG_RETURN_UUID_P(a.id);
 }
@@ -672,91 +888,6 @@ eo_outbox_notify(PG_FUNCTION_ARGS)
 	return PointerGetDatum(NULL);
 }
 
-/* ---- partitions ---- */
-
-/*
- * The partitions of an outbox table with their bounds (NULL for MINVALUE /
- * MAXVALUE), oldest first.  pg_get_expr() renders the bounds in this
- * session's settings, so casting them back is exact.
- */
-#define PARTITIONS_SQL \
-	"SELECT c.relname::pg_catalog.text, m[1]::pg_catalog.timestamptz AS lo," \
-	" m[2]::pg_catalog.timestamptz AS hi" \
-	" FROM pg_catalog.pg_inherits i" \
-	" JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhrelid" \
-	" LEFT JOIN LATERAL pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid)," \
-	"   'FROM [(]''([^'']*)''[)] TO [(]''([^'']*)''[)]') m ON true" \
-	" WHERE i.inhparent OPERATOR(pg_catalog.=) $1"
-
-static void
-run_sql(const char *sql)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc < 0)
-		elog(ERROR, "eo: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
-}
-
-/*
- * Make the partitions of [start of the current interval, now + premake
- * intervals] that no partition covers yet.  Returns their names.
- */
-static List *
-make_partitions_ahead(Oid relid, const char *qualname, const char *name,
-					  Interval *every, int32 premake)
-{
-	Oid			types[3] = {OIDOID, INTERVALOID, INT4OID};
-	Datum		values[3];
-	List	   *made = NIL;
-	int			rc;
-	uint64		n;
-	char	  **los;
-	char	  **his;
-	char	  **suffixes;
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = IntervalPGetDatum(every);
-	values[2] = Int32GetDatum(premake);
-	rc = SPI_execute_with_args(
-							   "WITH have AS (" PARTITIONS_SQL "),"
-							   " want AS (SELECT b AS lo, b OPERATOR(pg_catalog.+) $2 AS hi"
-							   "   FROM pg_catalog.generate_series("
-							   "     pg_catalog.date_bin($2, pg_catalog.now(), '2000-01-01 00:00:00+00'::pg_catalog.timestamptz),"
-							   "     pg_catalog.now() OPERATOR(pg_catalog.+) ($2 OPERATOR(pg_catalog.*) $3::pg_catalog.float8), $2) b)"
-							   " SELECT w.lo::pg_catalog.text, w.hi::pg_catalog.text,"
-							   "   pg_catalog.to_char(w.lo AT TIME ZONE 'UTC', 'YYYYMMDD\"_\"HH24MISS')"
-							   " FROM want w WHERE NOT EXISTS (SELECT FROM have h"
-							   "   WHERE (h.lo IS NULL OR h.lo OPERATOR(pg_catalog.<) w.hi)"
-							   "     AND (h.hi IS NULL OR h.hi OPERATOR(pg_catalog.>) w.lo))"
-							   " ORDER BY w.lo",
-							   3, types, values, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: partition planning failed: %s", SPI_result_code_string(rc));
-
-	/* Copy the answer out before running DDL through SPI. */
-	n = SPI_processed;
-	los = palloc(sizeof(char *) * (n + 1));
-	his = palloc(sizeof(char *) * (n + 1));
-	suffixes = palloc(sizeof(char *) * (n + 1));
-	for (uint64 i = 0; i < n; i++)
-	{
-		los[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		his[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-		suffixes[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
-	}
-	for (uint64 i = 0; i < n; i++)
-	{
-		char	   *part = psprintf("%s_p%s", name, suffixes[i]);
-		char	   *nsp = get_namespace_name(get_rel_namespace(relid));
-
-		run_sql(psprintf("CREATE TABLE %s.%s PARTITION OF %s FOR VALUES FROM (%s) TO (%s)",
-						 quote_identifier(nsp), quote_identifier(part), qualname,
-						 quote_literal_cstr(los[i]), quote_literal_cstr(his[i])));
-		made = lappend(made, part);
-	}
-	return made;
-}
-
 /* ---- eo_outbox_create / eo_outbox_drop ---- */
 
 typedef struct CreateArgs
@@ -775,16 +906,18 @@ static void
 check_create_args(FunctionCallInfo fcinfo, CreateArgs *a)
 {
 	char	   *mode;
-	Interval   *every;
-	Interval   *retention;
 	AclResult	acl;
 
 	a->name = eo_ob_check_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
 	if (PG_ARGISNULL(1))
-		a->nsp = get_extension_schema(get_extension_oid("eo", false));
+		a->nsp = eo_catalog()->api_schema;
 	else
 		a->nsp = get_namespace_oid(NameStr(*PG_GETARG_NAME(1)), false);
-	acl = pg_namespace_aclcheck(a->nsp, GetUserId(), ACL_CREATE);
+	if (a->nsp == eo_catalog()->schema)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("outboxes cannot be made in schema \"%s\"", EO_INTERNAL_SCHEMA)));
+	acl = eo_namespace_aclcheck(a->nsp, GetUserId(), ACL_CREATE);
 	if (acl != ACLCHECK_OK)
 		aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(a->nsp));
 
@@ -805,19 +938,13 @@ check_create_args(FunctionCallInfo fcinfo, CreateArgs *a)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("slots must be between 1 and %d", EO_OUTBOX_MAX_SLOTS)));
 
-	if (PG_ARGISNULL(4))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("partition_interval must not be null")));
-	every = PG_GETARG_INTERVAL_P(4);
-	if (every->month != 0 ||
-		(double) every->day * USECS_PER_DAY + every->time < (double) USECS_PER_MINUTE ||
-		(double) every->day * USECS_PER_DAY + every->time > 366.0 * USECS_PER_DAY)
+	a->every = eo_check_interval(PG_GETARG_DATUM(4), PG_ARGISNULL(4), "partition_interval",
+								 USECS_PER_MINUTE, (int64) 366 * USECS_PER_DAY);
+	if (a->every->month != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("partition_interval must be between 1 minute and 366 days"),
 				 errdetail("Months are not allowed: give days, hours or minutes.")));
-	a->every = every;
 
 	a->premake = PG_ARGISNULL(5) ? 4 : PG_GETARG_INT32(5);
 	if (a->premake < 1 || a->premake > 1000)
@@ -825,23 +952,34 @@ check_create_args(FunctionCallInfo fcinfo, CreateArgs *a)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("premake must be between 1 and 1000")));
 
-	if (PG_ARGISNULL(6))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("retention must not be null")));
-	retention = PG_GETARG_INTERVAL_P(6);
-	if (retention->month < 0 || retention->day < 0 || retention->time < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("retention must not be negative")));
-	a->retention = retention;
+	a->retention = eo_check_interval(PG_GETARG_DATUM(6), PG_ARGISNULL(6), "retention",
+									 0, (int64) EO_MAX_RETENTION_DAYS * USECS_PER_DAY);
 	a->notify = PG_ARGISNULL(7) ? true : PG_GETARG_BOOL(7);
 }
 
 static void
-create_table_mode(const CreateArgs *a, const char *qualname, const char *channel)
+run_sql(const char *sql)
 {
-	/* txid before seq: see the comment at the top of this file. */
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "eo: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
+}
+
+/*
+ * The table of a table-mode outbox, made as eo_internal.<tmp> (see
+ * eo_outbox_create) with its sequence, index and trigger.  Returns its
+ * sequence in *seq.
+ */
+static void
+create_table_mode(const CreateArgs *a, const char *tmp, const char *channel, Oid *seq)
+{
+	char	   *table = eo_internal_name(tmp);
+	char	   *seqname = psprintf("%s_seq_seq", a->name);
+
+	run_sql(psprintf("CREATE SEQUENCE %s AS pg_catalog.int8 CACHE 1",
+					 eo_internal_name(seqname)));
+	*seq = get_relname_relid(seqname, eo_catalog()->schema);
 	run_sql(psprintf(
 					 "CREATE TABLE %s ("
 					 " id pg_catalog.uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),"
@@ -852,25 +990,27 @@ create_table_mode(const CreateArgs *a, const char *qualname, const char *channel
 					 " headers pg_catalog.jsonb,"
 					 " created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
 					 " txid pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),"
-					 " seq pg_catalog.int8 GENERATED ALWAYS AS IDENTITY"
+					 " seq pg_catalog.int8 NOT NULL DEFAULT eo_internal.eo_outbox_next_seq(%s::pg_catalog.regclass)"
 					 ") PARTITION BY RANGE (created_at)",
-					 qualname));
+					 table, quote_literal_cstr(eo_internal_name(seqname))));
+	run_sql(psprintf("ALTER SEQUENCE %s OWNED BY %s.seq", eo_internal_name(seqname), table));
 	run_sql(psprintf("CREATE INDEX %s ON %s ((%s), seq)",
-					 quote_identifier(psprintf("%s_slot_seq", a->name)), qualname,
-					 slot_expr(a->slots, "aggregateid")));
+					 quote_identifier(psprintf("%s_slot_seq", a->name)), table,
+					 eo_ob_slot_expr_for(a->slots, "aggregateid")));
 	run_sql(psprintf("CREATE TRIGGER eo_notify BEFORE INSERT ON %s"
-					 " FOR EACH STATEMENT EXECUTE FUNCTION %s.eo_outbox_notify(%s)",
-					 qualname, store.schema,
-					 quote_literal_cstr(channel != NULL ? channel : "")));
-	run_sql(psprintf("COMMENT ON TABLE %s IS %s", qualname,
+					 " FOR EACH STATEMENT EXECUTE FUNCTION eo_internal.eo_outbox_notify(%s)",
+					 table, quote_literal_cstr(channel != NULL ? channel : "")));
+	run_sql(psprintf("COMMENT ON TABLE %s IS %s", table,
 					 quote_literal_cstr(psprintf("eo outbox \"%s\": insert-only; "
 												 "write with eo_emit() or INSERT, read with eo_relay_fetch()",
 												 a->name))));
 }
 
 static void
-create_wal_mode(const CreateArgs *a, const char *qualname)
+create_wal_mode(const CreateArgs *a, const char *tmp)
 {
+	char	   *table = eo_internal_name(tmp);
+
 	run_sql(psprintf(
 					 "CREATE TABLE %s ("
 					 " id pg_catalog.uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),"
@@ -882,325 +1022,147 @@ create_wal_mode(const CreateArgs *a, const char *qualname)
 					 " created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
 					 " CONSTRAINT %s CHECK (false)"
 					 ")",
-					 qualname, quote_identifier(psprintf("%s_wal_mode_use_eo_emit", a->name))));
-	run_sql(psprintf("COMMENT ON TABLE %s IS %s", qualname,
+					 table, quote_identifier(psprintf("%s_wal_mode_use_eo_emit", a->name))));
+	run_sql(psprintf("COMMENT ON TABLE %s IS %s", table,
 					 quote_literal_cstr(psprintf("eo outbox \"%s\" in WAL mode: eo_emit() writes "
 												 "logical decoding messages with prefix \"eo:%s\"; "
 												 "this table stays empty",
 												 a->name, a->name))));
 }
 
+static void
+register_outbox(const CreateArgs *a, Oid relid, Oid owner, Oid seq, const char *channel)
+{
+	Oid			types[10] = {TEXTOID, CHAROID, INT4OID, INTERVALOID, INT4OID, INTERVALOID,
+		TEXTOID, REGCLASSOID, REGROLEOID, REGCLASSOID};
+	Datum		values[10];
+	char		nulls[10];
+	int			rc;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = CStringGetTextDatum(a->name);
+	values[1] = CharGetDatum(a->mode);
+	values[2] = Int32GetDatum(a->slots);
+	values[3] = IntervalPGetDatum(a->every);
+	values[4] = Int32GetDatum(a->premake);
+	values[5] = IntervalPGetDatum(a->retention);
+	values[6] = channel ? CStringGetTextDatum(channel) : (Datum) 0;
+	nulls[6] = channel ? ' ' : 'n';
+	values[7] = ObjectIdGetDatum(relid);
+	values[8] = ObjectIdGetDatum(owner);
+	values[9] = ObjectIdGetDatum(seq);
+	nulls[9] = OidIsValid(seq) ? ' ' : 'n';
+	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outboxes (name, mode, slots,"
+							   " partition_interval, premake, retention, channel, relid, owner, seq,"
+							   " created_at)"
+							   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.now())",
+							   10, types, values, nulls, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "eo: outbox registration failed: %s", SPI_result_code_string(rc));
+}
+
 /*
  * eo_outbox_create(name, schema, mode, slots, partition_interval, premake,
- * retention, notify) returns regclass.
+ * retention, notify) returns regclass.  The table is made in eo_internal
+ * under a name of this backend's, where names refer to nothing anyone else
+ * made, finished there (sequence, index, trigger, grants, partitions), and
+ * then moved by OID into the caller's schema under its own name.
  */
 Datum
 eo_outbox_create(PG_FUNCTION_ARGS)
 {
 	CreateArgs	a;
-	char	   *qualname;
+	Oid			caller = GetUserId();
+	char	   *tmp = psprintf("eo_new_outbox_%d", MyProcPid);
 	char	   *channel;
 	Oid			relid;
-	Oid			types[8] = {TEXTOID, NAMEOID, CHAROID, INT4OID, INTERVALOID,
-		INT4OID, INTERVALOID, TEXTOID};
-	Datum		values[8];
-	int			rc;
+	Oid			seq = InvalidOid;
+	EoIdentity	saved;
+	RegistryRow existing;
 
 	check_create_args(fcinfo, &a);
-	qualname = psprintf("%s.%s", quote_identifier(get_namespace_name(a.nsp)),
-						quote_identifier(a.name));
 	/* No NOTIFY in WAL mode (decoders stream), nor if not wanted: a
 	 * transaction that sent one cannot PREPARE TRANSACTION. */
 	channel = (a.mode == EO_OUTBOX_TABLE && a.notify) ? psprintf("eo_%s", a.name) : NULL;
 
-	eo_ob_open();
-	if (eo_ob_lookup(a.name, true) != NULL)
+	if (read_registry(a.name, &existing))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("outbox \"%s\" already exists", a.name)));
 
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
 	if (a.mode == EO_OUTBOX_TABLE)
-		create_table_mode(&a, qualname, channel);
+		create_table_mode(&a, tmp, channel, &seq);
 	else
-		create_wal_mode(&a, qualname);
-	relid = get_relname_relid(a.name, a.nsp);
+		create_wal_mode(&a, tmp);
+	relid = get_relname_relid(tmp, eo_catalog()->schema);
+	if (caller != eo_catalog()->owner)
+		run_sql(psprintf("GRANT SELECT, INSERT ON TABLE %s TO %s WITH GRANT OPTION",
+						 eo_internal_name(tmp),
+						 quote_identifier(GetUserNameFromId(caller, false))));
+	register_outbox(&a, relid, caller, seq, channel);
 	if (a.mode == EO_OUTBOX_TABLE)
-		(void) make_partitions_ahead(relid, qualname, a.name, a.every, a.premake);
+	{
+		EoOutbox	ob;
 
-	values[0] = CStringGetTextDatum(a.name);
-	values[1] = DirectFunctionCall1(namein, CStringGetDatum(get_namespace_name(a.nsp)));
-	values[2] = CharGetDatum(a.mode);
-	values[3] = Int32GetDatum(a.slots);
-	values[4] = IntervalPGetDatum(a.every);
-	values[5] = Int32GetDatum(a.premake);
-	values[6] = IntervalPGetDatum(a.retention);
-	values[7] = channel ? CStringGetTextDatum(channel) : (Datum) 0;
-	rc = SPI_execute_with_args(psprintf(
-										"INSERT INTO %s.eo_outboxes (name, nspname, mode, slots,"
-										" partition_interval, premake, retention, channel, created_at)"
-										" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.now())",
-										store.schema),
-							   8, types, values, channel ? NULL : "       n", false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "eo: outbox registration failed: %s", SPI_result_code_string(rc));
-	eo_ob_invalidate_all();
-	eo_ob_close();
+		memset(&ob, 0, sizeof(ob));
+		strlcpy(ob.name, a.name, NAMEDATALEN);
+		ob.relid = relid;
+		ob.mode = a.mode;
+		ob.every = *a.every;
+		ob.premake = a.premake;
+		(void) eo_ob_make_partitions(&ob);
+	}
+	eo_move_relation(relid, a.nsp, a.name);
+	registry_changed();
+	eo_restore_identity(&saved);
+	SPI_finish();
 
 	PG_RETURN_OID(relid);
 }
 
-/* eo_outbox_drop(name): the table, its partitions, groups and positions. */
+/*
+ * eo_outbox_drop(name): the table, its partitions, groups and positions.
+ * A table someone else dropped or replaced is only unregistered: eo drops
+ * nothing it did not make.
+ */
 Datum
 eo_outbox_drop(PG_FUNCTION_ARGS)
 {
 	char	   *name = eo_ob_check_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
-	EoOutbox   *ob;
+	RegistryRow row;
+	EoIdentity	saved;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
-	char	   *qualname;
 	int			rc;
 
-	eo_ob_open();
-	ob = eo_ob_lookup(name, false);
-	qualname = pstrdup(ob->qualname);
+	if (!read_registry(name, &row))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("outbox \"%s\" does not exist", name)));
+	check_member(row.owner, "drop", psprintf("outbox \"%s\"", name));
 
-	run_sql(psprintf("DROP TABLE %s", qualname));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	LockRelationOid(row.relid, AccessExclusiveLock);
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(row.relid)) &&
+		get_rel_relkind(row.relid) == (row.mode == EO_OUTBOX_TABLE ?
+									   RELKIND_PARTITIONED_TABLE : RELKIND_RELATION))
+	{
+		eo_check_own_relation(row.relid, get_rel_relkind(row.relid), false,
+							  psprintf("table of outbox \"%s\"", name));
+		eo_drop_relation(row.relid);
+	}
 	values[0] = CStringGetTextDatum(name);
-	rc = SPI_execute_with_args(psprintf("DELETE FROM %s.eo_outboxes WHERE name OPERATOR(pg_catalog.=) $1",
-										store.schema),
+	rc = SPI_execute_with_args("DELETE FROM eo_internal.eo_outboxes WHERE name OPERATOR(pg_catalog.=) $1",
 							   1, types, values, NULL, false, 0);
 	if (rc != SPI_OK_DELETE)
 		elog(ERROR, "eo: outbox removal failed: %s", SPI_result_code_string(rc));
-	eo_ob_invalidate_all();
-	eo_ob_close();
+	registry_changed();
+	eo_restore_identity(&saved);
+	SPI_finish();
 	PG_RETURN_VOID();
-}
-
-/* ---- eo_outbox_maintain ---- */
-
-typedef struct MaintainRow
-{
-	char	   *outbox;
-	const char *action;
-	char	   *partition;
-} MaintainRow;
-
-/* Where eo_outbox_maintain() keeps its answer (SPI's memory goes away). */
-static MemoryContext maintain_cxt;
-
-static void
-add_row(List **rows, const char *outbox, const char *action, const char *partition)
-{
-	MemoryContext old = MemoryContextSwitchTo(maintain_cxt);
-	MaintainRow *r = palloc(sizeof(MaintainRow));
-
-	r->outbox = pstrdup(outbox);
-	r->action = action;
-	r->partition = pstrdup(partition);
-	*rows = lappend(*rows, r);
-	MemoryContextSwitchTo(old);
-}
-
-/*
- * Lock the outbox table, make sure the partition is still fully delivered,
- * drop it.  Waits at most lock_timeout (or EO_OUTBOX_DROP_LOCK_TIMEOUT_MS
- * if it is 0) for the lock; a
- * subtransaction undoes everything (and frees the locks) when it gives up
- * or finds the partition undelivered after all.  Returns the action taken.
- */
-static const char *
-drop_partition(EoOutbox *ob, const char *nspq, const char *part)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	char	   *partq = psprintf("%s.%s", nspq, quote_identifier(part));
-	const char *action = "dropped";
-	int			nest = NewGUCNestLevel();
-
-	(void) set_config_option("lock_timeout",
-							 psprintf("%d", LockTimeout > 0 ? LockTimeout : EO_OUTBOX_DROP_LOCK_TIMEOUT_MS),
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		/*
-		 * Parent first, the way INSERT locks them.  Once both are held no
-		 * transaction can still be writing into the partition, so the
-		 * check below sees every event it will ever hold.
-		 */
-		run_sql(psprintf("LOCK TABLE ONLY %s IN ACCESS EXCLUSIVE MODE", ob->qualname));
-		run_sql(psprintf("LOCK TABLE ONLY %s IN ACCESS EXCLUSIVE MODE", partq));
-		if (eo_relay_partition_delivered(ob, partq))
-		{
-			run_sql(psprintf("DROP TABLE %s", partq));
-			ReleaseCurrentSubTransaction();
-		}
-		else
-		{
-			action = "held";
-			RollbackAndReleaseCurrentSubTransaction();
-		}
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			ReThrowError(edata);
-		FreeErrorData(edata);
-		action = "busy";
-	}
-	PG_END_TRY();
-	AtEOXact_GUC(true, nest);
-	return action;
-}
-
-/* Drop the partitions of ob past its retention that every group is past. */
-static void
-retire_partitions(EoOutbox *ob, Interval *retention, List **rows)
-{
-	Oid			types[2] = {OIDOID, INTERVALOID};
-	Datum		values[2];
-	int			rc;
-	uint64		n;
-	char	  **parts;
-	const char *nspq = quote_identifier(get_namespace_name(get_rel_namespace(ob->relid)));
-
-	values[0] = ObjectIdGetDatum(ob->relid);
-	values[1] = IntervalPGetDatum(retention);
-	rc = SPI_execute_with_args("SELECT relname FROM (" PARTITIONS_SQL ") p"
-							   " WHERE p.hi OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-) $2)"
-							   " ORDER BY p.hi",
-							   2, types, values, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: partition listing failed: %s", SPI_result_code_string(rc));
-	n = SPI_processed;
-	parts = palloc(sizeof(char *) * (n + 1));
-	for (uint64 i = 0; i < n; i++)
-		parts[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-
-	for (uint64 i = 0; i < n; i++)
-	{
-		char	   *partq = psprintf("%s.%s", nspq, quote_identifier(parts[i]));
-
-		/* A cheap look without locks first: most old partitions are done. */
-		if (!eo_relay_partition_delivered(ob, partq))
-			add_row(rows, ob->name, "held", parts[i]);
-		else
-			add_row(rows, ob->name, drop_partition(ob, nspq, parts[i]), parts[i]);
-	}
-}
-
-/*
- * eo_outbox_maintain() returns (outbox, action, partition): partitions
- * made ahead ("created"), dropped ("dropped"), kept because a consumer
- * group has not acknowledged all their events ("held"), or left for the
- * next pass because the lock was not free in time ("busy").
- */
-Datum
-eo_outbox_maintain(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	List	   *rows = NIL;
-	List	   *names = NIL;
-	List	   *everys = NIL;
-	List	   *premakes = NIL;
-	List	   *retentions = NIL;
-	ListCell   *lc1,
-			   *lc2,
-			   *lc3,
-			   *lc4;
-	MemoryContext cxt = CurrentMemoryContext;
-	int			rc;
-
-	if (IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("eo_outbox_maintain must run at READ COMMITTED"),
-				 errdetail("It must see events committed while it waits for locks.")));
-
-	InitMaterializedSRF(fcinfo, 0);
-	maintain_cxt = cxt;
-
-	eo_ob_open();
-	rc = SPI_execute(psprintf("SELECT name, partition_interval, premake, retention"
-							  " FROM %s.eo_outboxes WHERE mode OPERATOR(pg_catalog.=) 't'"
-							  " ORDER BY name", store.schema), true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: registry scan failed: %s", SPI_result_code_string(rc));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-
-		names = lappend(names, SPI_getvalue(tup, desc, 1));
-		everys = lappend(everys, DatumGetIntervalP(datumCopy(SPI_getbinval(tup, desc, 2, &isnull), false, 16)));
-		premakes = lappend_int(premakes, DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull)));
-		retentions = lappend(retentions, DatumGetIntervalP(datumCopy(SPI_getbinval(tup, desc, 4, &isnull), false, 16)));
-		MemoryContextSwitchTo(old);
-	}
-
-	forfour(lc1, names, lc2, everys, lc3, premakes, lc4, retentions)
-	{
-		EoOutbox   *ob = eo_ob_lookup((char *) lfirst(lc1), true);
-		List	   *made;
-		ListCell   *lc;
-
-		if (ob == NULL)
-			continue;			/* dropped meanwhile */
-		made = make_partitions_ahead(ob->relid, ob->qualname, ob->name,
-									 (Interval *) lfirst(lc2), lfirst_int(lc3));
-		foreach(lc, made)
-			add_row(&rows, ob->name, "created", (char *) lfirst(lc));
-		retire_partitions(ob, (Interval *) lfirst(lc4), &rows);
-	}
-	eo_ob_close();
-
-	foreach(lc1, rows)
-	{
-		MaintainRow *r = (MaintainRow *) lfirst(lc1);
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
-
-		values[0] = CStringGetTextDatum(r->outbox);
-		values[1] = CStringGetTextDatum(r->action);
-		values[2] = CStringGetTextDatum(r->partition);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
-}
-
-/*
- * The end of the newest partition of ob that is past retention (all of
- * its events are older than that), or false if none is.
- */
-bool
-eo_ob_retention_cutoff(EoOutbox *ob, Interval *retention, TimestampTz *cutoff)
-{
-	Oid			types[2] = {OIDOID, INTERVALOID};
-	Datum		values[2];
-	bool		isnull;
-	int			rc;
-
-	values[0] = ObjectIdGetDatum(ob->relid);
-	values[1] = IntervalPGetDatum(retention);
-	rc = SPI_execute_with_args("SELECT pg_catalog.max(p.hi) FROM (" PARTITIONS_SQL ") p"
-							   " WHERE p.hi OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-) $2)",
-							   2, types, values, NULL, true, 0);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "eo: partition listing failed: %s", SPI_result_code_string(rc));
-	*cutoff = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 1, &isnull));
-	return !isnull;
 }

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  * outbox.h
- *	  Declarations shared by outbox.c (outboxes, eo_emit, partitions) and
- *	  relay.c (consumer groups, batches, leases).
+ *	  Declarations shared by outbox.c (the registry, eo_outbox_create/drop,
+ *	  eo_emit), outbox_partitions.c (partition upkeep) and relay.c
+ *	  (consumer groups, batches, leases).
  *
- * outbox.c owns the registry (eo_outboxes) and a per-backend cache of one
- * entry per outbox; relay.c asks it for an outbox's entry and for the
- * statements of its own tables.  Neither calls claim.c or keystore.c.
+ * outbox.c owns the registry (eo_internal.eo_outboxes) and a per-backend
+ * cache of one entry per outbox, each verified to be the table eo made
+ * (see objects.c for why); the others ask it for an outbox's entry.
+ * Neither calls claim.c or keystore.c.
  *-------------------------------------------------------------------------
  */
 #ifndef EO_OUTBOX_H
@@ -15,6 +17,7 @@
 
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
+#include "storage/lockdefs.h"
 #include "utils/acl.h"
 
 /* Outbox modes, as stored in eo_outboxes.mode. */
@@ -38,36 +41,64 @@ typedef struct EoOutbox
 	bool		valid;
 	char		mode;
 	int32		slots;
-	Oid			relid;			/* the outbox table */
-	Oid			seqid;			/* its identity sequence (table mode) */
-	char	   *qualname;		/* schema.table, quoted */
-	char	   *channel;		/* NOTIFY channel (table mode) */
+	Oid			relid;			/* the outbox table, as recorded */
+	Oid			seqid;			/* the sequence of its seq column (table mode) */
+	Oid			owner;			/* the role that created it */
+	Interval	every;			/* partition_interval */
+	int32		premake;
+	Interval	retention;
+	char	   *qualname;		/* schema.table, quoted, as named now */
 	char	   *wal_prefix;		/* logical message prefix (WAL mode) */
-	SPIPlanPtr	emit_plan;		/* INSERT of one event */
-	SPIPlanPtr	page_plan;		/* one page of a batch (relay.c) */
+	SPIPlanPtr	emit_plan;		/* INSERT of one event, run as the caller */
+	SPIPlanPtr	page_plan;		/* one page of a batch, run as the caller */
 	bool		bell_known;		/* bell_seen is set (relay.c) */
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;
 
 /*
- * outbox.c: the registry and the identity switch.  eo_ob_open() connects
- * SPI and acts as the owner of eo's tables (the extension owner); every
- * statement run between it and eo_ob_close() is fully schema-qualified.
+ * outbox.c.  eo_ob_lookup() finds, locks (with `lockmode`) and verifies an
+ * outbox; it may be called with or without SPI connected, as anyone.
  */
-extern void eo_ob_open(void);
-extern void eo_ob_close(void);
+extern EoOutbox *eo_ob_lookup(const char *name, LOCKMODE lockmode, bool missing_ok);
 extern Oid	eo_ob_token_seq(void);
-extern const char *eo_ob_schema(void);
-extern EoOutbox *eo_ob_lookup(const char *name, bool missing_ok);
 extern char *eo_ob_check_name(Datum value, bool isnull, const char *what);
 extern void eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action);
-extern void eo_ob_invalidate_all(void);
+extern void eo_ob_check_owner(EoOutbox *ob, const char *action);
+extern void eo_ob_check_plan(EoOutbox *ob, SPIPlanPtr plan);
+extern List *eo_ob_names(char mode);
 extern char *eo_ob_slot_expr(const EoOutbox *ob, const char *alias);
-extern bool eo_ob_retention_cutoff(EoOutbox *ob, Interval *retention,
-								   TimestampTz *cutoff);
+extern char *eo_ob_slot_expr_for(int32 slots, const char *column);
 
-/* relay.c: whether every consumer group has acknowledged every event of a
- * partition (given as schema.table, quoted) */
-extern bool eo_relay_partition_delivered(EoOutbox *ob, const char *partition);
+/*
+ * outbox_partitions.c: the partitions of a table-mode outbox, all in
+ * eo_internal.  eo_ob_partitions lists them (oldest first), verified.
+ */
+typedef struct EoPartition
+{
+	Oid			relid;
+	char	   *name;			/* eo_internal.name, quoted */
+	bool		has_lo;
+	TimestampTz lo;
+	bool		has_hi;
+	TimestampTz hi;
+} EoPartition;
+
+typedef void (*EoMaintainReport) (const char *outbox, const char *action,
+								  const char *partition, void *arg);
+
+extern List *eo_ob_partitions(EoOutbox *ob);
+extern List *eo_ob_make_partitions(EoOutbox *ob);
+extern int	eo_ob_maintain_all(EoMaintainReport report, void *arg);
+extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
+
+/* relay.c: whether every consumer group has acknowledged every event of
+ * a partition */
+extern bool eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part);
+
+/* ddl.c: DDL on relations named by OID, never by a name someone could swap */
+extern void eo_attach_partition(Oid parent, const char *partition,
+								const char *lo, const char *hi);
+extern void eo_move_relation(Oid relid, Oid nsp, const char *newname);
+extern void eo_drop_relation(Oid relid);
 
 #endif							/* EO_OUTBOX_H */

@@ -94,7 +94,7 @@ record_extension_member(Oid relid)
 	ObjectAddress ext;
 
 	ObjectAddressSet(table, RelationRelationId, relid);
-	ObjectAddressSet(ext, ExtensionRelationId, get_extension_oid("eo", false));
+	ObjectAddressSet(ext, ExtensionRelationId, eo_catalog()->ext);
 	recordDependencyOn(&table, &ext, DEPENDENCY_EXTENSION);
 }
 

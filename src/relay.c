@@ -47,16 +47,25 @@
  *
  * Leases and fencing.  A fetch picks a slot whose lease is free or
  * expired with SELECT ... FOR UPDATE SKIP LOCKED, so two relays never
- * pick the same slot; it then gives the slot a lease and a new token from
- * a sequence (strictly increasing).  eo_relay_ack needs the slot's current
- * token; once another relay has taken the slot over after expiry, the old
- * token is refused (55006) and the page comes back, same events first, to
- * the new holder.  An expired lease nobody took over yet can still be
- * acknowledged, extended or released.
+ * pick the same slot; it then gives the slot a lease and a new token:
+ * the group's id in the high bits (TOKEN_GROUP_SHIFT) over a value from a
+ * sequence, so tokens are strictly increasing per slot and name the group
+ * they were issued for.  eo_relay_ack needs the slot's current token; once
+ * another relay has taken the slot over after expiry, the old token is
+ * refused (55006, "stale") and the page comes back, same events first, to
+ * the new holder; a token the group never issued gets 55000.  An expired
+ * lease nobody took over yet can still be acknowledged, extended or
+ * released.
  *
- * Statements run as the owner of eo's tables (eo_ob_open), are prepared
- * once per backend with generic plans, and use fully qualified names.
- * Call the relay functions in their own transaction at READ COMMITTED.
+ * Who.  A consumer group belongs to the role that created it: fetching,
+ * acknowledging, extending and releasing need that role's privileges (and
+ * SELECT on the outbox).  Slot rows live in eo_internal and are read and
+ * written as the extension owner; the events themselves are read as the
+ * caller, whose SELECT right suffices, through a statement that names the
+ * outbox table and is checked afterwards to have read the table eo
+ * recorded (outbox.c).  Statements are prepared once per backend with
+ * generic plans and fully qualified names.  Call the relay functions in
+ * their own transaction at READ COMMITTED.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -134,10 +143,18 @@ typedef struct Slot
 	" page_state, page_end, page_last, page_count, lease_token, lease_expires_at," \
 	" hist_xid, hist_seq, fetched_at, acked_at"
 
+/*
+ * A lease token: the group's id above this many bits, a value of
+ * eo_outbox_token_seq below (strictly increasing; 2^40 fetches).
+ */
+#define TOKEN_GROUP_SHIFT 40
+#define TOKEN_COUNTER_MASK ((INT64CONST(1) << TOKEN_GROUP_SHIFT) - 1)
+
 /* Statements on eo's own tables, prepared once per backend. */
 typedef struct RelayPlans
 {
-	char	   *schema;			/* the schema they were made for */
+	bool		ready;
+	SPIPlanPtr	group;
 	SPIPlanPtr	pick;
 	SPIPlanPtr	by_token;
 	SPIPlanPtr	update;
@@ -146,6 +163,16 @@ typedef struct RelayPlans
 } RelayPlans;
 
 static RelayPlans plans;
+
+/* One relay call: the outbox, the group, and who called. */
+typedef struct RelayCall
+{
+	EoOutbox   *ob;
+	char	   *grp;
+	int32		group_id;
+	Oid			group_owner;
+	EoIdentity	caller;			/* restored by relay_end */
+} RelayCall;
 
 /* ---- argument checks ---- */
 
@@ -214,7 +241,7 @@ static EoOutbox *
 relay_outbox(Datum value, bool isnull)
 {
 	char	   *name = eo_ob_check_name(value, isnull, "outbox name");
-	EoOutbox   *ob = eo_ob_lookup(name, false);
+	EoOutbox   *ob = eo_ob_lookup(name, AccessShareLock, false);
 
 	if (ob->mode != EO_OUTBOX_TABLE)
 		ereport(ERROR,
@@ -231,51 +258,39 @@ relay_outbox(Datum value, bool isnull)
 static void
 prepare_plans(void)
 {
-	const char *s = eo_ob_schema();
+	Oid			group_types[2] = {TEXTOID, TEXTOID};
 	Oid			pick_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4ARRAYOID};
 	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
 	Oid			update_types[19] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
 		PG_SNAPSHOTOID, INT8OID, INT8OID, INT8OID, CHAROID, INT8OID, BOOLOID, INT4OID,
 		INT8OID, TIMESTAMPTZOID, XID8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Oid			cut_types[1] = {REGCLASSOID};
-	Oid			group_types[2] = {TEXTOID, TEXTOID};
 
-	if (plans.schema != NULL && strcmp(plans.schema, s) == 0)
+	if (plans.ready)
 		return;
-	if (plans.schema != NULL)
-	{
-		SPI_freeplan(plans.pick);
-		SPI_freeplan(plans.by_token);
-		SPI_freeplan(plans.update);
-		SPI_freeplan(plans.cut);
-		SPI_freeplan(plans.group_tokens);
-		pfree(plans.schema);
-		plans.schema = NULL;
-	}
-
+	plans.group = eo_prepare_kept("SELECT id, owner FROM eo_internal.eo_outbox_groups"
+								  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+								  2, group_types);
 	/* Oldest-served first, so that one relay walks all slots in turn. */
-	plans.pick = eo_prepare_kept(psprintf(
-										"SELECT " SLOT_COLUMNS " FROM %s.eo_outbox_slots"
-										" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-										" AND (lease_expires_at IS NULL OR lease_expires_at OPERATOR(pg_catalog.<=) $3)"
-										" AND slot OPERATOR(pg_catalog.<>) ALL ($4)"
-										" ORDER BY fetched_at NULLS FIRST, slot LIMIT 1"
-										" FOR UPDATE SKIP LOCKED", s),
-							   4, pick_types);
-	plans.by_token = eo_prepare_kept(psprintf(
-											"SELECT " SLOT_COLUMNS " FROM %s.eo_outbox_slots"
-											" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-											" AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", s),
-								   3, token_types);
-	plans.update = eo_prepare_kept(psprintf(
-										  "UPDATE %s.eo_outbox_slots SET pos_snap = $4, pos_lo = $5,"
-										  " batch_snap = $6, batch_hi = $7, batch_lo = $8, acked_seq = $9,"
-										  " page_state = $10, page_end = $11, page_last = $12, page_count = $13,"
-										  " lease_token = $14, lease_expires_at = $15, hist_xid = $16,"
-										  " hist_seq = $17, fetched_at = $18, acked_at = $19"
-										  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-										  " AND slot OPERATOR(pg_catalog.=) $3", s),
-								 19, update_types);
+	plans.pick = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
+								 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+								 " AND (lease_expires_at IS NULL OR lease_expires_at OPERATOR(pg_catalog.<=) $3)"
+								 " AND slot OPERATOR(pg_catalog.<>) ALL ($4)"
+								 " ORDER BY fetched_at NULLS FIRST, slot LIMIT 1"
+								 " FOR UPDATE SKIP LOCKED",
+								 4, pick_types);
+	plans.by_token = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
+									 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+									 " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE",
+									 3, token_types);
+	plans.update = eo_prepare_kept("UPDATE eo_internal.eo_outbox_slots SET pos_snap = $4, pos_lo = $5,"
+								   " batch_snap = $6, batch_hi = $7, batch_lo = $8, acked_seq = $9,"
+								   " page_state = $10, page_end = $11, page_last = $12, page_count = $13,"
+								   " lease_token = $14, lease_expires_at = $15, hist_xid = $16,"
+								   " hist_seq = $17, fetched_at = $18, acked_at = $19"
+								   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+								   " AND slot OPERATOR(pg_catalog.=) $3",
+								   19, update_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -283,18 +298,71 @@ prepare_plans(void)
 	 * before hi.
 	 */
 	plans.cut = eo_prepare_kept("SELECT x.s, pg_catalog.pg_snapshot_xmin(x.s),"
-							  " pg_catalog.pg_sequence_last_value($1)"
-							  " FROM (SELECT pg_catalog.pg_current_snapshot() AS s) x",
-							  1, cut_types);
-	plans.group_tokens = eo_prepare_kept(psprintf(
-												"SELECT pg_catalog.count(*), pg_catalog.max(lease_token)"
-												" FROM %s.eo_outbox_slots"
-												" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2",
-												s),
-									   2, group_types);
-	plans.schema = MemoryContextStrdup(TopMemoryContext, s);
+								" pg_catalog.pg_sequence_last_value($1)"
+								" FROM (SELECT pg_catalog.pg_current_snapshot() AS s) x",
+								1, cut_types);
+	plans.group_tokens = eo_prepare_kept("SELECT pg_catalog.max(lease_token)"
+										 " FROM eo_internal.eo_outbox_slots"
+										 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2",
+										 2, group_types);
+	plans.ready = true;
 }
 
+/*
+ * Start a relay call on outbox `outbox` and group `grp` (unchecked): find
+ * and check the outbox as the caller, then act as the extension owner
+ * with SPI connected, the group read and the caller checked to be a
+ * member of its role.  relay_end() undoes it.
+ */
+static void
+relay_begin(RelayCall *call, Datum outbox, bool outbox_null, const char *grp)
+{
+	Datum		values[2];
+	bool		isnull;
+
+	call->ob = relay_outbox(outbox, outbox_null);
+	call->grp = pstrdup(grp);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&call->caller);
+	prepare_plans();
+	values[0] = CStringGetTextDatum(call->ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	if (SPI_execute_plan(plans.group, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: group lookup failed");
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("consumer group \"%s\" of outbox \"%s\" does not exist",
+						grp, call->ob->name),
+				 errhint("Create it with eo_group_create.")));
+	call->group_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	call->group_owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (!has_privs_of_role(call->caller.userid, call->group_owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for consumer group \"%s\" of outbox \"%s\"",
+						grp, call->ob->name),
+				 errdetail("It belongs to role \"%s\".", GetUserNameFromId(call->group_owner, true)),
+				 errhint("Relay as a member of that role.")));
+}
+
+static void
+relay_end(RelayCall *call)
+{
+	eo_restore_identity(&call->caller);
+	SPI_finish();
+}
+
+/* Act as the caller of this relay call until eo_restore_identity(owner). */
+static void
+as_caller(RelayCall *call, EoIdentity *owner)
+{
+	GetUserIdAndSecContext(&owner->userid, &owner->sec_context);
+	SetUserIdAndSecContext(call->caller.userid, call->caller.sec_context);
+}
+
+/* The page statement, prepared as the caller (it reads the outbox). */
 static void
 prepare_page_plan(EoOutbox *ob)
 {
@@ -454,29 +522,20 @@ pick_slot(EoOutbox *ob, const char *grp, TimestampTz now, List *tried, Slot *s)
 	return true;
 }
 
-/* (slots, highest token ever issued) of a group; error if no such group. */
+/* The highest token the group's slots hold (0 if none). */
 static int64
-group_max_token(EoOutbox *ob, const char *grp)
+group_max_token(RelayCall *call)
 {
 	Datum		values[2];
 	bool		isnull;
-	int			rc;
-	int64		count;
 	Datum		max;
 
-	values[0] = CStringGetTextDatum(ob->name);
-	values[1] = CStringGetTextDatum(grp);
-	rc = SPI_execute_plan(plans.group_tokens, values, NULL, false, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "eo: group lookup failed: %s", SPI_result_code_string(rc));
-	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (count == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("consumer group \"%s\" of outbox \"%s\" does not exist",
-						grp, ob->name),
-				 errhint("Create it with eo_group_create.")));
+	values[0] = CStringGetTextDatum(call->ob->name);
+	values[1] = CStringGetTextDatum(call->grp);
+	if (SPI_execute_plan(plans.group_tokens, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "eo: group token lookup failed");
+	max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(max);
 }
 
@@ -511,7 +570,7 @@ check_seq_cache(EoOutbox *ob)
 				 errmsg("the seq column of outbox \"%s\" has a sequence cache of " INT64_FORMAT,
 						ob->name, cache),
 				 errdetail("Events could be skipped: the relay needs seq values drawn in time order."),
-				 errhint("ALTER TABLE %s ALTER COLUMN seq SET CACHE 1", ob->qualname)));
+				 errhint("ALTER SEQUENCE %s CACHE 1", get_rel_name(ob->seqid))));
 }
 
 static void
@@ -575,6 +634,7 @@ typedef struct PageReceiver
 	Tuplestorestate *store;
 	TupleDesc	desc;			/* eo_relay_fetch's result */
 	Oid			token_seq;
+	int64		token_group;	/* the group's id, shifted into place */
 	int32		max;
 	int32		count;
 	bool		more;			/* a row past max exists */
@@ -595,7 +655,8 @@ page_receive(TupleTableSlot *slot, DestReceiver *self)
 		return false;			/* stop the scan */
 	}
 	if (r->count == 0)
-		r->token = nextval_internal(r->token_seq, false);
+		r->token = r->token_group |
+			(nextval_internal(r->token_seq, false) & TOKEN_COUNTER_MASK);
 	slot_getallattrs(slot);
 	values[0] = Int64GetDatum(r->token);
 	nulls[0] = false;
@@ -607,9 +668,25 @@ page_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
+/*
+ * page_receive copies the values into eo_relay_fetch's result as they
+ * are, so the page statement must yield exactly those types.
+ */
 static void
 page_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
+	static const Oid types[9] = {INT4OID, INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID,
+	JSONBOID, JSONBOID, TIMESTAMPTZOID};
+
+	if (typeinfo->natts != lengthof(types))
+		elog(ERROR, "eo: the page statement returns %d columns", typeinfo->natts);
+	for (int i = 0; i < lengthof(types); i++)
+		if (TupleDescAttr(typeinfo, i)->atttypid != types[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column %d of the outbox page has type %s, not %s", i + 1,
+							format_type_be(TupleDescAttr(typeinfo, i)->atttypid),
+							format_type_be(types[i]))));
 }
 
 static void
@@ -627,9 +704,11 @@ page_destroy(DestReceiver *self)
  * in S, in seq order: at most r->max of them into the result.
  */
 static int32
-run_page(EoOutbox *ob, const Slot *s, int64 lower, int64 upper,
+run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
 		 Datum p_snap, Datum s_snap, PageReceiver *r)
 {
+	EoOutbox   *ob = call->ob;
+	EoIdentity	owner;
 	ParamListInfo params = makeParamList(6);
 	SPIExecuteOptions options;
 	Datum		values[6];
@@ -658,9 +737,13 @@ run_page(EoOutbox *ob, const Slot *s, int64 lower, int64 upper,
 	options.params = params;
 	options.read_only = false;	/* a snapshot newer than S: sees all of it */
 	options.dest = &r->pub;
+	as_caller(call, &owner);
+	prepare_page_plan(ob);
 	rc = SPI_execute_plan_extended(ob->page_plan, &options);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "eo: batch read failed: %s", SPI_result_code_string(rc));
+	eo_ob_check_plan(ob, ob->page_plan);
+	eo_restore_identity(&owner);
 	return r->count;
 }
 
@@ -671,11 +754,11 @@ run_page(EoOutbox *ob, const Slot *s, int64 lower, int64 upper,
  * Returns false (and closes the batch) if nothing is left of it.
  */
 static bool
-serve_batch(EoOutbox *ob, Slot *s, PageReceiver *r)
+serve_batch(RelayCall *call, Slot *s, PageReceiver *r)
 {
 	int64		lower = s->has_acked ? s->acked_seq : s->pos_lo - 1;
 
-	if (run_page(ob, s, lower, s->batch_hi, s->pos_snap, s->batch_snap, r) > 0)
+	if (run_page(call, s, lower, s->batch_hi, s->pos_snap, s->batch_snap, r) > 0)
 		return true;
 	s->pos_snap = s->batch_snap;
 	s->pos_lo = s->batch_lo;
@@ -689,12 +772,12 @@ serve_batch(EoOutbox *ob, Slot *s, PageReceiver *r)
  * moves to S at once and false is returned.
  */
 static bool
-start_batch(EoOutbox *ob, Slot *s, const Cut *cut, PageReceiver *r)
+start_batch(RelayCall *call, Slot *s, const Cut *cut, PageReceiver *r)
 {
 	int64		lo = lower_bound(s, cut->xmin);
 	bool		found;
 
-	found = run_page(ob, s, s->pos_lo - 1, cut->hi, s->pos_snap, cut->snap, r) > 0;
+	found = run_page(call, s, s->pos_lo - 1, cut->hi, s->pos_snap, cut->snap, r) > 0;
 	remember(s, cut);
 	if (!found)
 	{
@@ -722,6 +805,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	int32		max_events;
 	int64		lease_usecs = check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	RelayCall	call;
 	EoOutbox   *ob;
 	PageReceiver r;
 	Cut			cut;
@@ -737,10 +821,8 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 
-	eo_ob_open();
-	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
-	prepare_plans();
-	prepare_page_plan(ob);
+	relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
+	ob = call.ob;
 
 	/* Before any snapshot of this fetch: see doorbell.c. */
 	ob->bell_seen = eo_doorbell_read(ob->relid);
@@ -755,6 +837,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	r.store = rsinfo->setResult;
 	r.desc = rsinfo->setDesc;
 	r.token_seq = eo_ob_token_seq();
+	r.token_group = (int64) call.group_id << TOKEN_GROUP_SHIFT;
 	r.max = max_events;
 	memset(&cut, 0, sizeof(cut));
 
@@ -764,13 +847,13 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 
 		CHECK_FOR_INTERRUPTS();
 		if (s.has_batch)
-			served = serve_batch(ob, &s, &r);
+			served = serve_batch(&call, &s, &r);
 		else
 		{
 			/* One snapshot serves every slot this call looks at. */
 			if (!cut.taken)
 				take_cut(ob, &cut);
-			served = start_batch(ob, &s, &cut, &r);
+			served = start_batch(&call, &s, &cut, &r);
 		}
 		s.has_fetched = true;
 		s.fetched_at = now;
@@ -792,9 +875,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 			break;
 		tried = lappend_int(tried, s.slot);
 	}
-	if (tried == NIL && r.count == 0)
-		(void) group_max_token(ob, grp);	/* no such group: an error */
-	eo_ob_close();
+	relay_end(&call);
 	return (Datum) 0;
 }
 
@@ -827,12 +908,10 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("timeout must be between 0 and 1 hour")));
 
-	eo_ob_open();
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
 	relid = ob->relid;
 	known = ob->bell_known;
 	seen = ob->bell_seen;
-	eo_ob_close();
 
 	if (!known)
 		PG_RETURN_BOOL(true);
@@ -847,12 +926,13 @@ eo_relay_wait(PG_FUNCTION_ARGS)
  * a token of this group (55000).
  */
 static void
-find_token(EoOutbox *ob, const char *grp, int64 token, Slot *s)
+find_token(RelayCall *call, int64 token, Slot *s)
 {
+	const char *grp = call->grp;
 	Datum		values[3];
 	int			rc;
 
-	values[0] = CStringGetTextDatum(ob->name);
+	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(grp);
 	values[2] = Int64GetDatum(token);
 	rc = SPI_execute_plan(plans.by_token, values, NULL, false, 1);
@@ -863,7 +943,8 @@ find_token(EoOutbox *ob, const char *grp, int64 token, Slot *s)
 		read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
 		return;
 	}
-	if (token > 0 && token <= group_max_token(ob, grp))
+	if (token > 0 && (token >> TOKEN_GROUP_SHIFT) == call->group_id &&
+		token <= group_max_token(call))
 	{
 		eo_stat_count(EO_STAT_STALE_TOKENS);
 		ereport(ERROR,
@@ -890,22 +971,20 @@ refuse_not_out(const Slot *s, int64 token)
 
 typedef struct TokenArgs
 {
-	EoOutbox   *ob;
-	char	   *grp;
+	RelayCall	call;
 	int64		token;
 	Slot		slot;
 } TokenArgs;
 
-/* Common start of ack, extend, release: open, check, lock the slot. */
+/* Common start of ack, extend, release: check, lock the slot. */
 static void
 open_token(FunctionCallInfo fcinfo, TokenArgs *t)
 {
-	t->grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+
 	t->token = check_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
-	eo_ob_open();
-	t->ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
-	prepare_plans();
-	find_token(t->ob, t->grp, t->token, &t->slot);
+	relay_begin(&t->call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
+	find_token(&t->call, t->token, &t->slot);
 }
 
 /*
@@ -941,11 +1020,11 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 		s->leased = false;
 		s->has_acked_at = true;
 		s->acked_at = GetCurrentTimestamp();
-		write_slot(t.ob->name, t.grp, s);
+		write_slot(t.call.ob->name, t.call.grp, s);
 	}
 	else if (s->page_state != PAGE_ACKED)
 		refuse_not_out(s, t.token);
-	eo_ob_close();
+	relay_end(&t.call);
 	PG_RETURN_INT32(count);
 }
 
@@ -962,8 +1041,8 @@ eo_relay_extend(PG_FUNCTION_ARGS)
 		refuse_not_out(&t.slot, t.token);
 	expires = GetCurrentTimestamp() + lease_usecs;
 	t.slot.lease_expires_at = expires;
-	write_slot(t.ob->name, t.grp, &t.slot);
-	eo_ob_close();
+	write_slot(t.call.ob->name, t.call.grp, &t.slot);
+	relay_end(&t.call);
 	PG_RETURN_TIMESTAMPTZ(expires);
 }
 
@@ -981,8 +1060,8 @@ eo_relay_release(PG_FUNCTION_ARGS)
 		refuse_not_out(&t.slot, t.token);
 	t.slot.page_state = PAGE_RELEASED;
 	t.slot.leased = false;
-	write_slot(t.ob->name, t.grp, &t.slot);
-	eo_ob_close();
+	write_slot(t.call.ob->name, t.call.grp, &t.slot);
+	relay_end(&t.call);
 	PG_RETURN_VOID();
 }
 
@@ -991,17 +1070,21 @@ eo_relay_release(PG_FUNCTION_ARGS)
 /*
  * eo_group_create(outbox, consumer_group, start_at): 'beginning' delivers
  * every event the outbox still holds, 'now' only events of transactions
- * that commit from now on.
+ * that commit from now on.  Needs SELECT on the outbox; the group belongs
+ * to `owner` (default: the caller), a role the caller is a member of.
  */
 Datum
 eo_group_create(PG_FUNCTION_ARGS)
 {
 	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	char	   *start = PG_ARGISNULL(2) ? "beginning" : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	Oid			caller = GetUserId();
+	Oid			owner = PG_NARGS() > 3 && !PG_ARGISNULL(3) ? PG_GETARG_OID(3) : caller;
 	const char *snap;
 	EoOutbox   *ob;
-	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
-	Datum		values[3];
+	EoIdentity	saved;
+	Oid			types[4] = {TEXTOID, TEXTOID, INT4OID, REGROLEOID};
+	Datum		values[4];
 	int			rc;
 
 	if (strcmp(start, "beginning") == 0)
@@ -1014,16 +1097,25 @@ eo_group_create(PG_FUNCTION_ARGS)
 				 errmsg("invalid start_at \"%s\"", start),
 				 errhint("Use \"beginning\" or \"now\".")));
 
-	eo_ob_open();
+	/* As for ALTER ... OWNER TO: only to a role one is a member of. */
+	if (!is_member_of_role(caller, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to create a consumer group owned by role \"%s\"",
+						GetUserNameFromId(owner, false)),
+				 errhint("Only members of a role may give it a consumer group.")));
+
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
 	values[0] = CStringGetTextDatum(ob->name);
 	values[1] = CStringGetTextDatum(grp);
 	values[2] = Int32GetDatum(ob->slots);
-	rc = SPI_execute_with_args(psprintf(
-										"INSERT INTO %s.eo_outbox_groups (outbox, name, created_at)"
-										" VALUES ($1, $2, pg_catalog.now()) ON CONFLICT DO NOTHING",
-										eo_ob_schema()),
-							   2, types, values, NULL, false, 0);
+	values[3] = ObjectIdGetDatum(owner);
+	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outbox_groups (outbox, name, owner, created_at)"
+							   " VALUES ($1, $2, $4, pg_catalog.now()) ON CONFLICT DO NOTHING",
+							   4, types, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: group insert failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
@@ -1037,46 +1129,64 @@ eo_group_create(PG_FUNCTION_ARGS)
 	 * first batch of each slot scans the slot from its start.
 	 */
 	rc = SPI_execute_with_args(psprintf(
-										"INSERT INTO %s.eo_outbox_slots (outbox, grp, slot, pos_snap, pos_lo,"
+										"INSERT INTO eo_internal.eo_outbox_slots (outbox, grp, slot, pos_snap, pos_lo,"
 										" hist_xid, hist_seq)"
 										" SELECT $1, $2, g, %s, 0, '{}', '{}'"
 										" FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) g",
-										eo_ob_schema(), snap),
+										snap),
 							   3, types, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: slot insert failed: %s", SPI_result_code_string(rc));
-	eo_ob_close();
+	eo_restore_identity(&saved);
+	SPI_finish();
 	PG_RETURN_VOID();
 }
 
-/* eo_group_drop(outbox, consumer_group): its positions go with it. */
+/*
+ * eo_group_drop(outbox, consumer_group): its positions go with it.  For
+ * members of the group's role or of the outbox's.
+ */
 Datum
 eo_group_drop(PG_FUNCTION_ARGS)
 {
 	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	char	   *name = eo_ob_check_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
-	EoOutbox   *ob;
+	EoOutbox   *ob = eo_ob_lookup(name, AccessShareLock, false);
+	Oid			caller = GetUserId();
+	EoIdentity	saved;
 	Oid			types[2] = {TEXTOID, TEXTOID};
 	Datum		values[2];
-	int			rc;
+	Oid			owner = InvalidOid;
+	bool		isnull;
 
-	eo_ob_open();
-	ob = eo_ob_lookup(name, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
 	values[0] = CStringGetTextDatum(ob->name);
 	values[1] = CStringGetTextDatum(grp);
-	rc = SPI_execute_with_args(psprintf(
-										"DELETE FROM %s.eo_outbox_groups"
-										" WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
-										eo_ob_schema()),
-							   2, types, values, NULL, false, 0);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "eo: group delete failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
+	if (SPI_execute_with_args("SELECT owner FROM eo_internal.eo_outbox_groups"
+							  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2"
+							  " FOR UPDATE", 2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: group lookup failed");
+	if (SPI_processed == 1)
+		owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (!OidIsValid(owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer group \"%s\" of outbox \"%s\" does not exist",
 						grp, ob->name)));
-	eo_ob_close();
+	if (!has_privs_of_role(caller, owner) && !has_privs_of_role(caller, ob->owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to drop consumer group \"%s\" of outbox \"%s\"",
+						grp, ob->name),
+				 errdetail("It belongs to role \"%s\".", GetUserNameFromId(owner, true))));
+	if (SPI_execute_with_args("DELETE FROM eo_internal.eo_outbox_groups"
+							  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "eo: group delete failed");
+	eo_restore_identity(&saved);
+	SPI_finish();
 	PG_RETURN_VOID();
 }
 
@@ -1098,12 +1208,12 @@ unacked(const EoOutbox *ob, const char *e, const char *s)
 }
 
 /*
- * Has every group acknowledged every event of partition (schema.table)?
- * Conservative: an event of a batch still being handed out counts as
- * unacknowledged until its whole batch is.
+ * Has every group acknowledged every event of the partition?  Conservative:
+ * an event of a batch still being handed out counts as unacknowledged
+ * until its whole batch is.  As the owner; the partition is in eo_internal.
  */
 bool
-eo_relay_partition_delivered(EoOutbox *ob, const char *partition)
+eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
@@ -1112,124 +1222,174 @@ eo_relay_partition_delivered(EoOutbox *ob, const char *partition)
 
 	values[0] = CStringGetTextDatum(ob->name);
 	rc = SPI_execute_with_args(psprintf(
-										"SELECT NOT EXISTS (SELECT FROM %s.eo_outbox_slots s"
+										"SELECT NOT EXISTS (SELECT FROM eo_internal.eo_outbox_slots s"
 										" WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND EXISTS ("
 										"   SELECT FROM %s e WHERE %s OPERATOR(pg_catalog.=) s.slot"
 										"   AND e.seq OPERATOR(pg_catalog.>=) s.pos_lo"
 										"   AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, s.pos_snap)))",
-										eo_ob_schema(), partition, eo_ob_slot_expr(ob, "e")),
+										part->name, eo_ob_slot_expr(ob, "e")),
 							   1, types, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eo: delivery check failed: %s", SPI_result_code_string(rc));
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/* One row of eo_outbox_status. */
+typedef struct GroupStats
+{
+	bool		exists;			/* the outbox was found */
+	char	   *outbox;
+	char	   *grp;
+	int32		slots;
+	int32		leased;
+	int64		backlog;
+	bool		has_oldest;
+	TimestampTz oldest;
+	bool		has_fetch;
+	TimestampTz last_fetch;
+	bool		has_ack;
+	TimestampTz last_ack;
+	bool		holds_retention;
+} GroupStats;
+
+static TimestampTz
+timestamp_column(HeapTuple tup, TupleDesc desc, int col, bool *has)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	*has = !isnull;
+	return isnull ? 0 : DatumGetTimestampTz(d);
+}
+
+/*
+ * The numbers of one group: slots and leases from its slot rows, backlog
+ * and the oldest unacknowledged event from each partition (all in
+ * eo_internal, so nothing read here is anyone else's).
+ */
+static void
+group_stats(void *arg)
+{
+	GroupStats *g = (GroupStats *) arg;
+	EoOutbox   *ob = eo_ob_lookup(g->outbox, AccessShareLock, true);
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+	bool		isnull;
+	ListCell   *lc;
+	TimestampTz cutoff;
+	bool		has_cutoff;
+
+	g->exists = ob != NULL;
+	if (ob == NULL)
+		return;
+	has_cutoff = eo_ob_retention_cutoff(ob, &cutoff);
+
+	args[0] = CStringGetTextDatum(ob->name);
+	args[1] = CStringGetTextDatum(g->grp);
+	if (SPI_execute_with_args("SELECT pg_catalog.count(*)::pg_catalog.int4,"
+							  " pg_catalog.count(*) FILTER (WHERE s.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.now())::pg_catalog.int4,"
+							  " pg_catalog.max(s.fetched_at), pg_catalog.max(s.acked_at)"
+							  " FROM eo_internal.eo_outbox_slots s"
+							  " WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND s.grp OPERATOR(pg_catalog.=) $2",
+							  2, types, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "eo: group statistics failed");
+	g->slots = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	g->leased = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	g->last_fetch = timestamp_column(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &g->has_fetch);
+	g->last_ack = timestamp_column(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &g->has_ack);
+
+	foreach(lc, eo_ob_partitions(ob))
+	{
+		EoPartition *p = (EoPartition *) lfirst(lc);
+		bool		has;
+		TimestampTz oldest;
+
+		if (SPI_execute_with_args(psprintf("SELECT pg_catalog.count(*), pg_catalog.min(e.created_at)"
+										   " FROM eo_internal.eo_outbox_slots s, %s e"
+										   " WHERE s.outbox OPERATOR(pg_catalog.=) $1"
+										   " AND s.grp OPERATOR(pg_catalog.=) $2 AND %s",
+										   p->name, unacked(ob, "e", "s")),
+								  2, types, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "eo: backlog count failed");
+		g->backlog += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		oldest = timestamp_column(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &has);
+		if (has && (!g->has_oldest || oldest < g->oldest))
+		{
+			g->oldest = oldest;
+			g->has_oldest = true;
+		}
+	}
+	/* It would have been dropped but for this group. */
+	g->holds_retention = has_cutoff && g->has_oldest && g->oldest < cutoff;
+}
+
 /*
  * eo_outbox_stats(): one row per outbox and consumer group, behind the
- * eo_outbox_status view.
+ * eo_outbox_status view.  Counts and times only.
  */
 Datum
 eo_outbox_stats(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext cxt = CurrentMemoryContext;
-	List	   *outboxes = NIL;
-	List	   *groups = NIL;
-	List	   *retentions = NIL;
-	ListCell   *lc1,
-			   *lc2,
-			   *lc3;
 	List	   *rows = NIL;
-	int			rc;
+	ListCell   *lc;
+	EoIdentity	saved;
 
 	InitMaterializedSRF(fcinfo, 0);
-	eo_ob_open();
-	rc = SPI_execute(psprintf("SELECT g.outbox, g.name, o.retention"
-							  " FROM %s.eo_outbox_groups g JOIN %s.eo_outboxes o"
-							  "   ON o.name OPERATOR(pg_catalog.=) g.outbox"
-							  " ORDER BY g.outbox, g.name", eo_ob_schema(), eo_ob_schema()),
-					 true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: group scan failed: %s", SPI_result_code_string(rc));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	if (SPI_execute("SELECT g.outbox, g.name FROM eo_internal.eo_outbox_groups g"
+					" ORDER BY g.outbox, g.name", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: group scan failed");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		bool		isnull;
 		MemoryContext old = MemoryContextSwitchTo(cxt);
+		GroupStats *g = palloc0(sizeof(GroupStats));
 
-		outboxes = lappend(outboxes, SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
-		groups = lappend(groups, SPI_getvalue(tup, SPI_tuptable->tupdesc, 2));
-		retentions = lappend(retentions,
-							 DatumGetPointer(datumCopy(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull),
-													   false, sizeof(Interval))));
+		g->outbox = pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+		g->grp = pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		rows = lappend(rows, g);
 		MemoryContextSwitchTo(old);
 	}
-
-	forthree(lc1, outboxes, lc2, groups, lc3, retentions)
+	foreach(lc, rows)
 	{
-		EoOutbox   *ob = eo_ob_lookup((char *) lfirst(lc1), true);
-		Oid			types[2] = {TEXTOID, TEXTOID};
-		Datum		args[2];
-		Datum	   *values;
-		bool	   *nulls;
-		TimestampTz cutoff;
-		bool		has_cutoff;
-		MemoryContext old;
+		GroupStats *g = (GroupStats *) lfirst(lc);
+		Datum		values[10];
+		bool		nulls[10] = {false};
+		ErrorData  *error;
 
-		if (ob == NULL)
-			continue;
-		has_cutoff = eo_ob_retention_cutoff(ob, (Interval *) lfirst(lc3), &cutoff);
-		args[0] = CStringGetTextDatum(ob->name);
-		args[1] = CStringGetTextDatum((char *) lfirst(lc2));
-		rc = SPI_execute_with_args(psprintf(
-											"SELECT pg_catalog.count(*)::pg_catalog.int4,"
-											" pg_catalog.count(*) FILTER (WHERE s.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.now())::pg_catalog.int4,"
-											" (SELECT pg_catalog.count(*) FROM %s.eo_outbox_slots s2, LATERAL ("
-											"   SELECT FROM %s e WHERE %s) u"
-											"   WHERE s2.outbox OPERATOR(pg_catalog.=) $1 AND s2.grp OPERATOR(pg_catalog.=) $2),"
-											" (SELECT pg_catalog.min(u.created_at) FROM %s.eo_outbox_slots s2, LATERAL ("
-											"   SELECT e.created_at FROM %s e WHERE %s) u"
-											"   WHERE s2.outbox OPERATOR(pg_catalog.=) $1 AND s2.grp OPERATOR(pg_catalog.=) $2),"
-											" pg_catalog.max(s.fetched_at), pg_catalog.max(s.acked_at)"
-											" FROM %s.eo_outbox_slots s"
-											" WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND s.grp OPERATOR(pg_catalog.=) $2",
-											eo_ob_schema(), ob->qualname, unacked(ob, "e", "s2"),
-											eo_ob_schema(), ob->qualname, unacked(ob, "e", "s2"),
-											eo_ob_schema()),
-								   2, types, args, NULL, true, 1);
-		if (rc != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "eo: group statistics failed: %s", SPI_result_code_string(rc));
-
-		old = MemoryContextSwitchTo(cxt);
-		values = palloc(sizeof(Datum) * 10);
-		nulls = palloc0(sizeof(bool) * 10);
-		values[0] = CStringGetTextDatum(ob->name);
-		values[1] = CStringGetTextDatum((char *) lfirst(lc2));
-		for (int c = 0; c < 6; c++)
+		/* An outbox someone broke gets a warning, not the others' rows. */
+		if (!eo_try(group_stats, g, &error))
 		{
-			int			out = c < 4 ? c + 2 : c + 4;
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-										  c + 1, &nulls[out]);
-
-			values[out] = d;	/* all by value */
+			eo_warn_failure(error, psprintf("statistics of outbox \"%s\"", g->outbox),
+							"The other outboxes are shown.");
+			continue;
 		}
+		if (!g->exists)
+			continue;
+		values[0] = CStringGetTextDatum(g->outbox);
+		values[1] = CStringGetTextDatum(g->grp);
+		values[2] = Int32GetDatum(g->slots);
+		values[3] = Int32GetDatum(g->leased);
+		values[4] = Int64GetDatum(g->backlog);
+		values[5] = TimestampTzGetDatum(g->oldest);
+		nulls[5] = !g->has_oldest;
 		/* lag: age of the oldest unacknowledged event */
-		nulls[6] = nulls[5];
-		if (!nulls[5])
+		nulls[6] = !g->has_oldest;
+		if (g->has_oldest)
 			values[6] = DirectFunctionCall2(timestamp_mi,
 											TimestampTzGetDatum(GetCurrentTimestamp()),
-											values[5]);
-		/* holds_retention: it would have been dropped but for this group */
-		values[7] = BoolGetDatum(has_cutoff && !nulls[5] &&
-								 DatumGetTimestampTz(values[5]) < cutoff);
-		rows = lappend(rows, values);
-		rows = lappend(rows, nulls);
-		MemoryContextSwitchTo(old);
+											TimestampTzGetDatum(g->oldest));
+		values[7] = BoolGetDatum(g->holds_retention);
+		values[8] = TimestampTzGetDatum(g->last_fetch);
+		nulls[8] = !g->has_fetch;
+		values[9] = TimestampTzGetDatum(g->last_ack);
+		nulls[9] = !g->has_ack;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	eo_ob_close();
-
-	for (int i = 0; i < list_length(rows); i += 2)
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
-							 (Datum *) list_nth(rows, i), (bool *) list_nth(rows, i + 1));
+	eo_restore_identity(&saved);
+	SPI_finish();
 	return (Datum) 0;
 }

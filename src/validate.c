@@ -75,8 +75,8 @@ eo_check_result(Datum value, bool isnull)
 
 /*
  * An interval as microseconds, months counted as 30 days and days as 24 h.
- * Computed in 128 bits (or saturating) so that no interval, however absurd,
- * can overflow into a small or negative number.
+ * Computed in double precision, so that no interval, however absurd, can
+ * overflow into a small or negative number before it is compared.
  */
 static double
 interval_usecs(const Interval *iv)
@@ -105,6 +105,52 @@ eo_check_lease(Datum value)
 				 errdetail("eo.max_lease is %d seconds.", eo_max_lease_secs),
 				 errhint("Take a shorter lease and renew it with eo_extend.")));
 	return (int64) usecs;
+}
+
+/*
+ * An interval argument that must lie in [min_usecs, max_usecs]; its
+ * documented bounds go into the message.
+ */
+Interval *
+eo_check_interval(Datum value, bool isnull, const char *what,
+				  int64 min_usecs, int64 max_usecs)
+{
+	Interval   *iv;
+	double		usecs;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	iv = DatumGetIntervalP(value);
+	usecs = interval_usecs(iv);
+	if (usecs < (double) min_usecs || usecs > (double) max_usecs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between %s and %s", what,
+						eo_usecs_text(min_usecs), eo_usecs_text(max_usecs))));
+	return iv;
+}
+
+/* A bound for a message: "0", "1 minute", "366 days". */
+char *
+eo_usecs_text(int64 usecs)
+{
+	if (usecs == 0)
+		return "0";
+	if (usecs % USECS_PER_DAY == 0)
+		return psprintf("%lld day%s", (long long) (usecs / USECS_PER_DAY),
+						usecs == USECS_PER_DAY ? "" : "s");
+	if (usecs % USECS_PER_HOUR == 0)
+		return psprintf("%lld hour%s", (long long) (usecs / USECS_PER_HOUR),
+						usecs == USECS_PER_HOUR ? "" : "s");
+	if (usecs % USECS_PER_MINUTE == 0)
+		return psprintf("%lld minute%s", (long long) (usecs / USECS_PER_MINUTE),
+						usecs == USECS_PER_MINUTE ? "" : "s");
+	if (usecs % USECS_PER_SEC == 0)
+		return psprintf("%lld second%s", (long long) (usecs / USECS_PER_SEC),
+						usecs == USECS_PER_SEC ? "" : "s");
+	return psprintf("%lld ms", (long long) (usecs / 1000));
 }
 
 int64

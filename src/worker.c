@@ -20,6 +20,18 @@
  * The launcher starts only once recovery has finished, so nothing runs on
  * a standby until it is promoted, and is not registered in binary-upgrade
  * mode.  After a crash the postmaster restarts it like any backend.
+ *
+ * Settings.  A pass connects like any session, so it gets the settings
+ * made with ALTER DATABASE / ALTER ROLE ... SET, which the database owner
+ * may make.  Those that could stop or subvert a pass (read-only
+ * transactions, timeouts, search_path, the table access method ...) are
+ * pinned to fixed values first (pin_session).  eo's own settings are
+ * superuser-only, so per-database values of them are a superuser's
+ * choice, and the pass honours them.
+ *
+ * Failures.  Each step runs in its own transaction; a step that fails is
+ * logged and the pass goes on with the next one, so one broken object
+ * never stops the rest of the maintenance.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -29,8 +41,10 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -291,32 +305,90 @@ extension_present(void)
 	if (!OidIsValid(ext))
 		return false;
 	LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
-	return OidIsValid(get_extension_oid("eo", true));
+	if (!OidIsValid(get_extension_oid("eo", true)))
+		return false;
+	if (!OidIsValid(get_namespace_oid(EO_INTERNAL_SCHEMA, true)))
+	{
+		ereport(LOG,
+				(errmsg("eo: skipping database \"%s\": eo's SQL objects are older than its library",
+						get_database_name(MyDatabaseId)),
+				 errhint("Run ALTER EXTENSION eo UPDATE there.")));
+		return false;
+	}
+	return true;
 }
 
 /*
  * Run `step` in a transaction of its own, as worker_spi does, if eo is
- * still installed.  Returns false (and does nothing) once it is not.
+ * still installed.  Returns false (and does nothing) once it is not.  A
+ * step that fails is logged and rolled back; the pass goes on.
  */
 static bool
 run_in_transaction(const char *activity, void (*step) (void *), void *arg)
 {
-	bool		present;
+	volatile bool present = true;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, activity);
 
-	present = extension_present();
-	if (present)
-		step(arg);
+		present = extension_present();
+		if (present)
+			step(arg);
 
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return present;
+}
+
+/*
+ * Settings a database owner could use (ALTER DATABASE ... SET) to stop or
+ * subvert a pass, pinned for this session at the highest priority.
+ */
+static void
+pin_session(void)
+{
+	static const char *const pinned[][2] = {
+		{"search_path", "pg_catalog, pg_temp"},
+		{"default_transaction_read_only", "off"},
+		{"default_transaction_isolation", "read committed"},
+		{"default_transaction_deferrable", "off"},
+		{"statement_timeout", "0"},
+		{"lock_timeout", "0"},
+		{"idle_in_transaction_session_timeout", "0"},
+		{"transaction_timeout", "0"},	/* 17 and later */
+		{"default_table_access_method", "heap"},
+		{"default_tablespace", ""},
+		{"temp_tablespaces", ""},
+		{"session_replication_role", "origin"},
+		{"DateStyle", "ISO, MDY"},
+		{"IntervalStyle", "postgres"},
+		{"standard_conforming_strings", "on"},
+		{"plan_cache_mode", "auto"},
+		{"enable_seqscan", "on"},
+		{"check_function_bodies", "on"},
+		{"client_min_messages", "notice"},
+	};
+
+	for (int i = 0; i < lengthof(pinned); i++)
+		if (GetConfigOption(pinned[i][0], true, false) != NULL)
+			(void) set_config_option(pinned[i][0], pinned[i][1], PGC_SUSET,
+									 PGC_S_OVERRIDE, GUC_ACTION_SET, true, 0, false);
 }
 
 typedef struct ReclaimArg
@@ -330,6 +402,7 @@ reclaim(void *arg)
 {
 	ReclaimArg *r = (ReclaimArg *) arg;
 
+	r->more = false;			/* stays so if the step fails */
 	eo_reclaim_step(&r->stats, &r->more);
 }
 
@@ -365,6 +438,7 @@ eo_db_worker_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+	pin_session();
 	pgstat_report_appname("eo worker");
 
 	/*
@@ -385,6 +459,10 @@ eo_db_worker_main(Datum main_arg)
 		!run_in_transaction("eo: keeping outbox partitions", outbox_partitions, &r.stats))
 		proc_exit(0);
 
+	if (r.stats.outbox_failures > 0)
+		ereport(LOG,
+				(errmsg("eo: %lld outboxes could not be maintained in this pass (see the warnings above)",
+						(long long) r.stats.outbox_failures)));
 	if (r.stats.reclaimed > 0 || r.stats.switched > 0 || r.stats.dropped > 0)
 		ereport(LOG,
 				(errmsg("eo: reclaimed %lld expired leases (%lld now dead), switched %lld, retired %lld and dropped %lld generations",

@@ -1,0 +1,223 @@
+-- eo 0.1.0 -> 0.2.0.  CREATE EXTENSION runs eo--0.1.0.sql and then this
+-- script, so fresh installs and upgrades end in the same state.
+\echo Use "ALTER EXTENSION eo UPDATE TO '0.2.0'" to load this file. \quit
+
+-- ---- eo's private schema ----
+--
+-- Everything eo acts on with its owner's rights lives in eo_internal, which
+-- only the extension owner can create objects in: its tables, the key
+-- generations, outbox partitions and the functions eo itself calls.  The
+-- API stays in the schema the extension was installed in (often public,
+-- which in PostgreSQL 15 the database owner owns and may drop or shadow
+-- anything in).  If a schema of this name already exists, this fails: drop
+-- it and install again.
+CREATE SCHEMA eo_internal;
+REVOKE ALL ON SCHEMA eo_internal FROM PUBLIC;
+COMMENT ON SCHEMA eo_internal IS 'eo''s own tables: written only by eo''s functions';
+
+ALTER TABLE @extschema@.eo_keys_template SET SCHEMA eo_internal;
+ALTER TABLE @extschema@.eo_generations SET SCHEMA eo_internal;
+ALTER TABLE @extschema@.eo_counters SET SCHEMA eo_internal;
+ALTER SEQUENCE @extschema@.eo_lease_token_seq SET SCHEMA eo_internal;
+ALTER TABLE @extschema@.eo_outboxes SET SCHEMA eo_internal;
+ALTER TABLE @extschema@.eo_outbox_groups SET SCHEMA eo_internal;
+ALTER TABLE @extschema@.eo_outbox_slots SET SCHEMA eo_internal;
+ALTER SEQUENCE @extschema@.eo_outbox_token_seq SET SCHEMA eo_internal;
+ALTER FUNCTION @extschema@.eo_outbox_notify() SET SCHEMA eo_internal;
+
+-- The key generations made at run time (eo_keys_1 comes with 0.1.0).
+DO $$
+DECLARE
+    r pg_catalog.regclass;
+BEGIN
+    FOR r IN SELECT c.oid FROM eo_internal.eo_generations g
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
+             WHERE c.relnamespace OPERATOR(pg_catalog.<>) 'eo_internal'::pg_catalog.regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s SET SCHEMA eo_internal', r);
+    END LOOP;
+END
+$$;
+
+-- ---- outboxes: recorded by OID, owned by a role ----
+--
+-- relid is the table eo made (regclass, so that it follows the table
+-- through pg_dump and pg_upgrade); owner the role that created it, who may
+-- drop it; seq the sequence its seq column draws from.
+ALTER TABLE eo_internal.eo_outboxes
+    ADD COLUMN relid pg_catalog.regclass,
+    ADD COLUMN owner pg_catalog.regrole,
+    ADD COLUMN seq pg_catalog.regclass;
+UPDATE eo_internal.eo_outboxes o
+SET relid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', o.nspname, o.name)),
+    owner = (SELECT e.extowner FROM pg_catalog.pg_extension e
+             WHERE e.extname OPERATOR(pg_catalog.=) 'eo')::pg_catalog.regrole;
+DELETE FROM eo_internal.eo_outboxes WHERE relid IS NULL;   -- its table was dropped
+ALTER TABLE eo_internal.eo_outboxes
+    ALTER COLUMN relid SET NOT NULL,
+    ALTER COLUMN owner SET NOT NULL,
+    DROP COLUMN nspname;
+
+-- Consumer groups: owned by a role; id goes into the high bits of the
+-- group's lease tokens, so a token names the group it was issued for.
+CREATE SEQUENCE eo_internal.eo_outbox_group_id_seq AS pg_catalog.int4 MAXVALUE 8388607;
+REVOKE ALL ON SEQUENCE eo_internal.eo_outbox_group_id_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_outbox_group_id_seq', '');
+ALTER TABLE eo_internal.eo_outbox_groups
+    ADD COLUMN id pg_catalog.int4,
+    ADD COLUMN owner pg_catalog.regrole;
+UPDATE eo_internal.eo_outbox_groups
+SET id = pg_catalog.nextval('eo_internal.eo_outbox_group_id_seq'),
+    owner = (SELECT e.extowner FROM pg_catalog.pg_extension e
+             WHERE e.extname OPERATOR(pg_catalog.=) 'eo')::pg_catalog.regrole;
+ALTER TABLE eo_internal.eo_outbox_groups
+    ALTER COLUMN id SET NOT NULL,
+    ALTER COLUMN id SET DEFAULT pg_catalog.nextval('eo_internal.eo_outbox_group_id_seq'),
+    ALTER COLUMN owner SET NOT NULL,
+    ADD CONSTRAINT eo_outbox_groups_id_key UNIQUE (id);
+
+-- seq and txid of an event are eo's: the column default draws seq (after
+-- the transaction id is assigned), and a CHECK refuses a row whose seq is
+-- not the value the default just drew for it or whose txid is not the
+-- inserting transaction's.  NOT VALID: rows already stored (and rows a
+-- restore loads before the constraint) are not re-checked.
+CREATE FUNCTION eo_internal.eo_outbox_next_seq(pg_catalog.regclass)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'eo_outbox_next_seq'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION eo_internal.eo_outbox_row_check(pg_catalog.xid8, pg_catalog.int8)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'eo_outbox_row_check'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Column defaults and constraints run as whoever inserts: producers need
+-- EXECUTE (not USAGE on the schema: stored expressions name no schema).
+-- eo_outbox_next_seq draws only from outbox sequences of eo's.
+GRANT EXECUTE ON FUNCTION eo_internal.eo_outbox_next_seq(pg_catalog.regclass),
+    eo_internal.eo_outbox_row_check(pg_catalog.xid8, pg_catalog.int8) TO PUBLIC;
+
+-- What a partition of a table-mode outbox is made LIKE.  Partitions live
+-- in eo_internal and are attached to the outbox by OID; each carries the
+-- CHECK above as a NOT VALID constraint of its own (the outbox table has
+-- none, so pg_dump restores rows before any constraint).
+CREATE TABLE eo_internal.eo_outbox_template (
+    id            pg_catalog.uuid        NOT NULL,
+    aggregatetype pg_catalog.text        NOT NULL,
+    aggregateid   pg_catalog.text        NOT NULL,
+    type          pg_catalog.text        NOT NULL,
+    payload       pg_catalog.jsonb,
+    headers       pg_catalog.jsonb,
+    created_at    pg_catalog.timestamptz NOT NULL,
+    txid          pg_catalog.xid8        NOT NULL,
+    seq           pg_catalog.int8        NOT NULL
+);
+REVOKE ALL ON TABLE eo_internal.eo_outbox_template FROM PUBLIC;
+
+-- Existing table-mode outboxes: the identity column becomes a sequence of
+-- eo's (continuing where the identity stopped), partitions move into
+-- eo_internal.
+DO $$
+DECLARE
+    o record;
+    p pg_catalog.regclass;
+    last pg_catalog.int8;
+    seqname pg_catalog.text;
+BEGIN
+    FOR o IN SELECT name, relid FROM eo_internal.eo_outboxes
+             WHERE mode OPERATOR(pg_catalog.=) 't'
+    LOOP
+        last := pg_catalog.pg_sequence_last_value(
+                    pg_catalog.pg_get_serial_sequence(o.relid::pg_catalog.text, 'seq'));
+        seqname := pg_catalog.format('eo_internal.%I', o.name || '_seq');
+        EXECUTE pg_catalog.format('CREATE SEQUENCE %s AS pg_catalog.int8 CACHE 1', seqname);
+        IF last IS NOT NULL THEN
+            PERFORM pg_catalog.setval(seqname, last);
+        END IF;
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN seq DROP IDENTITY', o.relid);
+        EXECUTE pg_catalog.format(
+            'ALTER TABLE %s ALTER COLUMN seq SET DEFAULT eo_internal.eo_outbox_next_seq(%L::pg_catalog.regclass)',
+            o.relid, seqname);
+        EXECUTE pg_catalog.format('ALTER SEQUENCE %s OWNED BY %s.seq', seqname, o.relid);
+        UPDATE eo_internal.eo_outboxes SET seq = seqname::pg_catalog.regclass
+        WHERE name OPERATOR(pg_catalog.=) o.name;
+        FOR p IN SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+                 WHERE i.inhparent OPERATOR(pg_catalog.=) o.relid
+        LOOP
+            EXECUTE pg_catalog.format('ALTER TABLE %s SET SCHEMA eo_internal', p);
+            EXECUTE pg_catalog.format(
+                'ALTER TABLE %s ADD CONSTRAINT eo_outbox_row'
+                ' CHECK (eo_internal.eo_outbox_row_check(txid, seq)) NOT VALID', p);
+        END LOOP;
+        EXECUTE pg_catalog.format(
+            'DROP TRIGGER eo_notify ON %1$s; CREATE TRIGGER eo_notify BEFORE INSERT ON %1$s'
+            ' FOR EACH STATEMENT EXECUTE FUNCTION eo_internal.eo_outbox_notify(%2$L)',
+            o.relid, (SELECT coalesce(channel, '') FROM eo_internal.eo_outboxes
+                      WHERE name OPERATOR(pg_catalog.=) o.name));
+    END LOOP;
+END
+$$;
+
+-- ---- maintenance and monitoring: eo calls only what lives in eo_internal ----
+
+-- Every key row of the live generations.
+CREATE FUNCTION eo_internal.eo_key_rows()
+RETURNS SETOF eo_internal.eo_keys_template
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g pg_catalog.oid;
+BEGIN
+    FOR g IN SELECT relid FROM eo_internal.eo_generations
+             WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}') ORDER BY gen DESC
+    LOOP
+        RETURN QUERY EXECUTE pg_catalog.format('SELECT * FROM %s', g::pg_catalog.regclass);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION eo_internal.eo_key_rows() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION @extschema@.eo_keys()
+RETURNS SETOF eo_internal.eo_keys_template
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM eo_internal.eo_key_rows() $$;
+
+CREATE OR REPLACE FUNCTION @extschema@.eo_key_stats(
+    OUT done pg_catalog.int8,
+    OUT processing pg_catalog.int8,
+    OUT failed pg_catalog.int8,
+    OUT dead pg_catalog.int8,
+    OUT oldest_processing_since pg_catalog.timestamptz,
+    OUT next_lease_expiry pg_catalog.timestamptz,
+    OUT expired_leases pg_catalog.int8,
+    OUT leases_reclaimed pg_catalog.int8)
+RETURNS record
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ANY (ARRAY['c','d']::pg_catalog."char"[])),
+       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'p'),
+       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'f'),
+       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'x'),
+       pg_catalog.min(updated_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'p'),
+       pg_catalog.min(lease_expires_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'p'),
+       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'p'
+           AND lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()),
+       (SELECT value FROM eo_internal.eo_counters
+        WHERE name OPERATOR(pg_catalog.=) 'leases_reclaimed')
+FROM eo_internal.eo_key_rows()
+$$;
+
+-- A consumer group belongs to a role: the caller, or one it is a member of.
+DROP FUNCTION @extschema@.eo_group_create(pg_catalog.text, pg_catalog.text, pg_catalog.text);
+CREATE FUNCTION @extschema@.eo_group_create(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    start_at pg_catalog.text DEFAULT 'beginning',
+    owner pg_catalog.regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_group_create'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_group_create(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;

@@ -1,0 +1,402 @@
+/*-------------------------------------------------------------------------
+ * outbox_partitions.c
+ *	  The partitions of table-mode outboxes: made ahead, dropped once past
+ *	  retention and delivered to every consumer group; eo_outbox_maintain.
+ *
+ * Partitions live in eo_internal, named <outbox>_p<start, UTC>, so no one
+ * else can take a name eo will need, and each is attached to its outbox by
+ * the outbox table's OID (ddl.c).  Each carries eo_outbox_row as a NOT
+ * VALID constraint of its own (see outbox.c), so that pg_dump restores the
+ * rows before the constraint.
+ *
+ * Failure isolation.  Every outbox is kept in a subtransaction of its own:
+ * one outbox whose table someone broke or replaced is reported (WARNING)
+ * and skipped, and every other outbox is still kept in the same pass.
+ *
+ * Runs as the extension owner (the worker, eo_maintain, or an
+ * administrator's eo_outbox_maintain), on objects verified first.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "eo.h"
+#include "outbox.h"
+
+PG_FUNCTION_INFO_V1(eo_outbox_maintain);
+
+/*
+ * Longest that dropping a partition may make emitters wait, in
+ * milliseconds, unless the session sets lock_timeout: the drop needs
+ * ACCESS EXCLUSIVE on the outbox table, and a lock request that waits
+ * makes every later INSERT queue behind it.  Past this the drop gives up
+ * until the next pass.
+ */
+#define EO_OUTBOX_DROP_LOCK_TIMEOUT_MS 100
+
+/*
+ * The partitions of an outbox table with their bounds (NULL for MINVALUE /
+ * MAXVALUE), oldest first, read from the catalog by the table's OID.
+ * pg_get_expr() renders the bounds in this session's settings, so casting
+ * them back is exact.
+ */
+#define PARTITIONS_SQL \
+	"SELECT c.oid, c.relname::pg_catalog.text, m[1]::pg_catalog.timestamptz AS lo," \
+	" m[2]::pg_catalog.timestamptz AS hi" \
+	" FROM pg_catalog.pg_inherits i" \
+	" JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhrelid" \
+	" LEFT JOIN LATERAL pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid)," \
+	"   'FROM [(]''([^'']*)''[)] TO [(]''([^'']*)''[)]') m ON true" \
+	" WHERE i.inhparent OPERATOR(pg_catalog.=) $1"
+
+static void
+run_sql(const char *sql)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "eo: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
+}
+
+/*
+ * Every partition of ob, oldest first, each checked to be eo's own (in
+ * eo_internal, owned by the extension owner).  SPI connected.
+ */
+List *
+eo_ob_partitions(EoOutbox *ob)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(ob->relid)};
+	List	   *parts = NIL;
+	MemoryContext caller = CurrentMemoryContext;
+	ListCell   *lc;
+
+	if (SPI_execute_with_args(PARTITIONS_SQL " ORDER BY 4 NULLS LAST",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: partition listing failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		EoPartition *p = palloc0(sizeof(EoPartition));
+		bool		isnull;
+		Datum		d;
+
+		p->relid = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+		p->name = eo_internal_name(SPI_getvalue(tup, desc, 2));
+		d = SPI_getbinval(tup, desc, 3, &isnull);
+		p->has_lo = !isnull;
+		p->lo = isnull ? 0 : DatumGetTimestampTz(d);
+		d = SPI_getbinval(tup, desc, 4, &isnull);
+		p->has_hi = !isnull;
+		p->hi = isnull ? 0 : DatumGetTimestampTz(d);
+		parts = lappend(parts, p);
+		MemoryContextSwitchTo(old);
+	}
+	foreach(lc, parts)
+		eo_check_own_relation(((EoPartition *) lfirst(lc))->relid, RELKIND_RELATION, true,
+							  psprintf("partition of outbox \"%s\"", ob->name));
+	return parts;
+}
+
+/* Make eo_internal.<part> and attach it to ob for [lo, hi). */
+static void
+make_partition(EoOutbox *ob, const char *part, const char *lo, const char *hi)
+{
+	char	   *table = eo_internal_name(part);
+
+	run_sql(psprintf("CREATE TABLE %s (LIKE eo_internal.eo_outbox_template)", table));
+	run_sql(psprintf("ALTER TABLE %s ADD CONSTRAINT eo_outbox_row"
+					 " CHECK (eo_internal.eo_outbox_row_check(txid, seq)) NOT VALID", table));
+	eo_attach_partition(ob->relid, part, lo, hi);
+}
+
+/*
+ * Make the partitions of [start of the current interval, now + premake
+ * intervals] that no partition covers yet.  SPI connected, as the owner.
+ * Returns their names.
+ */
+List *
+eo_ob_make_partitions(EoOutbox *ob)
+{
+	Oid			types[3] = {OIDOID, INTERVALOID, INT4OID};
+	Datum		values[3];
+	List	   *made = NIL;
+	uint64		n;
+	char	  **los;
+	char	  **his;
+	char	  **suffixes;
+
+	values[0] = ObjectIdGetDatum(ob->relid);
+	values[1] = IntervalPGetDatum(&ob->every);
+	values[2] = Int32GetDatum(ob->premake);
+	if (SPI_execute_with_args(
+							  "WITH have AS (" PARTITIONS_SQL "),"
+							  " want AS (SELECT b AS lo, b OPERATOR(pg_catalog.+) $2 AS hi"
+							  "   FROM pg_catalog.generate_series("
+							  "     pg_catalog.date_bin($2, pg_catalog.now(), '2000-01-01 00:00:00+00'::pg_catalog.timestamptz),"
+							  "     pg_catalog.now() OPERATOR(pg_catalog.+) ($2 OPERATOR(pg_catalog.*) $3::pg_catalog.float8), $2) b)"
+							  " SELECT w.lo::pg_catalog.text, w.hi::pg_catalog.text,"
+							  "   pg_catalog.to_char(w.lo AT TIME ZONE 'UTC', 'YYYYMMDD\"_\"HH24MISS')"
+							  " FROM want w WHERE NOT EXISTS (SELECT FROM have h"
+							  "   WHERE (h.lo IS NULL OR h.lo OPERATOR(pg_catalog.<) w.hi)"
+							  "     AND (h.hi IS NULL OR h.hi OPERATOR(pg_catalog.>) w.lo))"
+							  " ORDER BY w.lo",
+							  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: partition planning failed");
+
+	/* Copy the answer out before running DDL through SPI. */
+	n = SPI_processed;
+	los = palloc(sizeof(char *) * (n + 1));
+	his = palloc(sizeof(char *) * (n + 1));
+	suffixes = palloc(sizeof(char *) * (n + 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		los[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		his[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		suffixes[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		char	   *part = psprintf("%s_p%s", ob->name, suffixes[i]);
+
+		make_partition(ob, part, los[i], his[i]);
+		made = lappend(made, part);
+	}
+	return made;
+}
+
+/*
+ * Lock the outbox table, make sure the partition is still fully delivered,
+ * drop it.  Waits at most lock_timeout (or EO_OUTBOX_DROP_LOCK_TIMEOUT_MS
+ * if it is 0) for the lock; a subtransaction undoes everything (and frees
+ * the locks) when it gives up or finds the partition undelivered after
+ * all.  Returns the action taken.
+ */
+static const char *
+drop_partition(EoOutbox *ob, const EoPartition *part)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	const char *volatile action = "dropped";
+	int			nest = NewGUCNestLevel();
+
+	(void) set_config_option("lock_timeout",
+							 psprintf("%d", LockTimeout > 0 ? LockTimeout : EO_OUTBOX_DROP_LOCK_TIMEOUT_MS),
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		/*
+		 * Parent first, the way INSERT locks them.  Once both are held no
+		 * transaction can still be writing into the partition, so the
+		 * check below sees every event it will ever hold.
+		 */
+		LockRelationOid(ob->relid, AccessExclusiveLock);
+		LockRelationOid(part->relid, AccessExclusiveLock);
+		if (eo_relay_partition_delivered(ob, part))
+		{
+			eo_drop_relation(part->relid);
+			ReleaseCurrentSubTransaction();
+		}
+		else
+		{
+			action = "held";
+			RollbackAndReleaseCurrentSubTransaction();
+		}
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		action = "busy";
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, nest);
+	return action;
+}
+
+/*
+ * The end of the newest partition of ob that is past retention (all of
+ * its events are older than that), or false if none is.
+ */
+bool
+eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff)
+{
+	TimestampTz limit = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+																TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
+																IntervalPGetDatum(&ob->retention)));
+	ListCell   *lc;
+	bool		found = false;
+
+	foreach(lc, eo_ob_partitions(ob))
+	{
+		EoPartition *p = (EoPartition *) lfirst(lc);
+
+		if (p->has_hi && p->hi <= limit && (!found || p->hi > *cutoff))
+		{
+			*cutoff = p->hi;
+			found = true;
+		}
+	}
+	return found;
+}
+
+/* One outbox's upkeep, and what it did, kept until its subtransaction commits. */
+typedef struct Action
+{
+	const char *action;
+	char	   *partition;
+} Action;
+
+/* Drop the partitions of ob past its retention that every group is past. */
+static List *
+retire_partitions(EoOutbox *ob, List *actions)
+{
+	TimestampTz limit = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+																TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
+																IntervalPGetDatum(&ob->retention)));
+	ListCell   *lc;
+
+	foreach(lc, eo_ob_partitions(ob))
+	{
+		EoPartition *p = (EoPartition *) lfirst(lc);
+		Action	   *a;
+
+		if (!p->has_hi || p->hi > limit)
+			continue;
+		a = palloc(sizeof(Action));
+		a->partition = p->name;
+		/* A cheap look without locks first: most old partitions are done. */
+		a->action = eo_relay_partition_delivered(ob, p) ? drop_partition(ob, p) : "held";
+		actions = lappend(actions, a);
+	}
+	return actions;
+}
+
+typedef struct MaintainCall
+{
+	const char *name;
+	List	   *actions;
+} MaintainCall;
+
+static void
+maintain_one(void *arg)
+{
+	MaintainCall *call = (MaintainCall *) arg;
+	EoOutbox   *ob = eo_ob_lookup(call->name, ShareUpdateExclusiveLock, true);
+	ListCell   *lc;
+
+	call->actions = NIL;
+	if (ob == NULL)
+		return;					/* dropped meanwhile */
+	foreach(lc, eo_ob_make_partitions(ob))
+	{
+		Action	   *a = palloc(sizeof(Action));
+
+		a->action = "created";
+		a->partition = eo_internal_name((char *) lfirst(lc));
+		call->actions = lappend(call->actions, a);
+	}
+	call->actions = retire_partitions(ob, call->actions);
+}
+
+/*
+ * Keep every table-mode outbox, each in a subtransaction; report what was
+ * done through `report`.  Returns how many outboxes failed (each logged as
+ * a WARNING).  SPI connected, as the owner; at READ COMMITTED.
+ */
+int
+eo_ob_maintain_all(EoMaintainReport report, void *arg)
+{
+	ListCell   *lc;
+	int			failed = 0;
+
+	foreach(lc, eo_ob_names(EO_OUTBOX_TABLE))
+	{
+		MaintainCall call = {(const char *) lfirst(lc), NIL};
+		ErrorData  *error;
+		ListCell   *al;
+
+		if (!eo_try(maintain_one, &call, &error))
+		{
+			eo_warn_failure(error, psprintf("maintenance of outbox \"%s\"", call.name),
+							"The other outboxes were maintained.");
+			failed++;
+			continue;
+		}
+		if (report == NULL)
+			continue;
+		foreach(al, call.actions)
+			report(call.name, ((Action *) lfirst(al))->action,
+				   ((Action *) lfirst(al))->partition, arg);
+	}
+	return failed;
+}
+
+static void
+report_row(const char *outbox, const char *action, const char *partition, void *arg)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = CStringGetTextDatum(outbox);
+	values[1] = CStringGetTextDatum(action);
+	values[2] = CStringGetTextDatum(partition);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * eo_outbox_maintain() returns (outbox, action, partition): partitions
+ * made ahead ("created"), dropped ("dropped"), kept because a consumer
+ * group has not acknowledged all their events ("held"), or left for the
+ * next pass because the lock was not free in time ("busy").
+ */
+Datum
+eo_outbox_maintain(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	EoIdentity	saved;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("eo_outbox_maintain must run at READ COMMITTED"),
+				 errdetail("It must see events committed while it waits for locks.")));
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	(void) eo_ob_maintain_all(report_row, rsinfo);
+	eo_restore_identity(&saved);
+	SPI_finish();
+	return (Datum) 0;
+}
