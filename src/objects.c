@@ -203,7 +203,7 @@ eo_check_own_relation(Oid relid, char relkind, bool internal, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("%s was dropped", what),
-				 errdetail("No relation has OID %u any more.", relid)));
+				 errdetail("eo knows its objects by the OID it recorded; a table made later under the same name is not one of them.")));
 	rel = (Form_pg_class) GETSTRUCT(tup);
 	if (rel->relkind != relkind)
 		problem = psprintf("it is not a %s", relkind_name(relkind));

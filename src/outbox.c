@@ -388,6 +388,7 @@ reload_entry(EoOutbox *ob)
 {
 	RegistryRow row;
 	MemoryContext old;
+	char	   *qualname;
 
 	ob->bell_known = false;		/* the outbox may be another one now */
 	if (!read_registry(ob->name, &row))
@@ -405,9 +406,12 @@ reload_entry(EoOutbox *ob)
 	verify_outbox(ob);
 
 	old = MemoryContextSwitchTo(CacheContext);
+	qualname = current_qualname(ob->relid);
+	if (ob->qualname == NULL || strcmp(ob->qualname, qualname) != 0)
+		free_entry_plans(ob);	/* they name the table as it was named */
 	if (ob->qualname)
 		pfree(ob->qualname);
-	ob->qualname = current_qualname(ob->relid);
+	ob->qualname = qualname;
 	if (ob->wal_prefix == NULL)
 		ob->wal_prefix = psprintf("eo:%s", ob->name);
 	MemoryContextSwitchTo(old);
@@ -602,8 +606,8 @@ eo_ob_check_plan(EoOutbox *ob, SPIPlanPtr plan)
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("the table name of outbox \"%s\" now means another relation", ob->name),
-			 errdetail("eo made table %s (OID %u); the name was renamed or replaced.",
-					   ob->qualname, ob->relid),
+			 errdetail("eo made table %s; its schema or name was renamed or replaced, and the statement was rolled back.",
+					   ob->qualname),
 			 errhint("Try again: eo looks the table up by OID again.")));
 }
 

@@ -1,0 +1,260 @@
+--
+-- security: nothing eo does with its owner's rights can be hijacked by
+-- objects that untrusted roles own (issue 9's audit, class by class).
+--
+-- regress_eo_mallory plays the database owner: she owns a schema the
+-- outboxes live in (as the database owner owns public in PostgreSQL 15+),
+-- may create in public, and holds TRIGGER on an outbox.  Every trap she
+-- sets records who ran it in her table regress_eo_mal.ran; eo must never
+-- appear there as a superuser, and she must never become one.
+--
+SET client_min_messages = warning;
+\set VERBOSITY terse
+DROP ROLE IF EXISTS regress_eo_mallory, regress_eo_app, regress_eo_reader;
+CREATE ROLE regress_eo_mallory;
+CREATE ROLE regress_eo_app;
+CREATE ROLE regress_eo_reader;
+GRANT EXECUTE ON FUNCTION eo_test_try(text) TO PUBLIC;
+CREATE SCHEMA regress_eo_mal AUTHORIZATION regress_eo_mallory;
+GRANT USAGE ON SCHEMA regress_eo_mal TO PUBLIC;
+GRANT CREATE ON SCHEMA public TO regress_eo_mallory;
+GRANT EXECUTE ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb) TO regress_eo_app;
+GRANT EXECUTE ON FUNCTION eo_relay_fetch(text, text, int, interval),
+    eo_relay_ack(text, text, bigint), eo_relay_extend(text, text, bigint, interval),
+    eo_relay_release(text, text, bigint), eo_group_create(text, text, text, regrole),
+    eo_group_drop(text, text), eo_outbox_drop(text)
+    TO regress_eo_reader, regress_eo_mallory;
+
+-- Mallory's traps: who ran them goes into her table.
+SET ROLE regress_eo_mallory;
+CREATE TABLE regress_eo_mal.ran (who text, what text);
+GRANT INSERT ON regress_eo_mal.ran TO PUBLIC;
+CREATE FUNCTION regress_eo_mal.escalate(what text) RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    INSERT INTO regress_eo_mal.ran VALUES (current_user, what);
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE regress_eo_mallory SUPERUSER';
+    END IF;
+    RETURN now();
+END $$;
+-- IMMUTABLE, so that merely planning an INSERT runs it.
+CREATE FUNCTION regress_eo_mal.planned() RETURNS timestamptz
+LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN regress_eo_mal.escalate('planned'); END $$;
+CREATE FUNCTION regress_eo_mal.trap() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM regress_eo_mal.escalate(TG_NAME);
+    RETURN NEW;
+END $$;
+RESET ROLE;
+
+-- The outboxes, made by the administrator in mallory's schema.
+SELECT eo_outbox_create('swapme', schema => 'regress_eo_mal', slots => 1)::text;
+SELECT eo_outbox_create('trig', schema => 'regress_eo_mal', slots => 1)::text;
+SELECT eo_outbox_create('honest', slots => 1)::text;
+GRANT INSERT ON regress_eo_mal.swapme, regress_eo_mal.trig, honest TO regress_eo_app;
+GRANT SELECT ON regress_eo_mal.swapme, regress_eo_mal.trig, honest TO regress_eo_reader;
+GRANT TRIGGER ON regress_eo_mal.trig TO regress_eo_mallory;
+SELECT eo_group_create('swapme', 'g', owner => 'regress_eo_reader');
+SELECT eo_group_create('honest', 'g', owner => 'regress_eo_reader');
+
+--
+-- 1. Swap an outbox for a look-alike whose created_at default runs her
+--    code: eo refuses the look-alike everywhere, and nothing of hers runs.
+--
+SET ROLE regress_eo_mallory;
+DROP TABLE regress_eo_mal.swapme;
+CREATE TABLE regress_eo_mal.swapme (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL,
+    payload jsonb, headers jsonb,
+    created_at timestamptz NOT NULL DEFAULT regress_eo_mal.planned(),
+    txid xid8 NOT NULL DEFAULT pg_current_xact_id(), seq int8
+) PARTITION BY RANGE (created_at);
+CREATE TABLE regress_eo_mal.swapme_all PARTITION OF regress_eo_mal.swapme
+    FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
+CREATE TRIGGER trap BEFORE INSERT ON regress_eo_mal.swapme_all
+    FOR EACH ROW EXECUTE FUNCTION regress_eo_mal.trap();
+GRANT ALL ON regress_eo_mal.swapme TO PUBLIC;
+RESET ROLE;
+-- the worker's pass, by hand: the broken outbox is a warning, the others are kept
+SELECT outbox, action FROM eo_outbox_maintain() ORDER BY 1, 2;
+SELECT reclaimed, switched FROM eo_maintain();
+SELECT outbox, consumer_group FROM eo_outbox_status ORDER BY 1, 2;
+SET ROLE regress_eo_app;
+SELECT eo_test_try($$SELECT eo_emit('swapme', 'order', '1', 'Paid', '{}')$$);
+SELECT eo_test_try($$SELECT eo_emit('honest', 'order', '1', 'Paid', '{}') IS NOT NULL$$);
+RESET ROLE;
+SET ROLE regress_eo_reader;
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('swapme', 'g')$$);
+SELECT eo_test_try($$SELECT eo_relay_ack('honest', 'g',
+                       (SELECT max(lease_token) FROM eo_relay_fetch('honest', 'g')))$$);
+RESET ROLE;
+SELECT who, what FROM regress_eo_mal.ran;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_eo_mallory';
+-- its owner may unregister it; mallory's table is left alone
+SELECT eo_test_try($$SELECT eo_outbox_drop('swapme')$$);
+SELECT count(*) AS lookalike_kept FROM pg_class WHERE oid = 'regress_eo_mal.swapme'::regclass;
+
+--
+-- 2. A trigger added by a grantee of TRIGGER runs as whoever inserts (the
+--    producer), never as eo's owner; maintenance fires nothing.
+--
+SET ROLE regress_eo_mallory;
+CREATE TRIGGER trap BEFORE INSERT ON regress_eo_mal.trig
+    FOR EACH STATEMENT EXECUTE FUNCTION regress_eo_mal.trap();
+RESET ROLE;
+SET ROLE regress_eo_app;
+SELECT eo_emit('trig', 'order', '1', 'Paid', '{}') IS NOT NULL AS emitted;
+RESET ROLE;
+SELECT count(*) FROM eo_outbox_maintain();
+SELECT who, what FROM regress_eo_mal.ran;
+-- (only a table's owner may drop a trigger on it)
+DROP TRIGGER trap ON regress_eo_mal.trig;
+TRUNCATE regress_eo_mal.ran;
+
+--
+-- 3. A table with other columns or types under eo's own OID (only the
+--    owner could do this) is refused with a clear error, never read.
+--
+SELECT eo_outbox_create('shape', slots => 1)::text;
+SELECT eo_group_create('shape', 'g');
+ALTER TABLE shape ALTER COLUMN aggregatetype TYPE varchar;
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('shape', 'g')$$);
+SELECT eo_test_try($$SELECT eo_emit('shape', 'order', '1', 'Paid', '{}')$$);
+ALTER TABLE shape ALTER COLUMN aggregatetype TYPE text;
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('shape', 'g')$$);
+SELECT eo_outbox_drop('shape');
+
+-- A schema renamed and a look-alike made under the old name: a statement
+-- eo planned by name is checked after it ran and rolled back; the next
+-- call finds the table by its OID again.
+SELECT eo_outbox_create('moved', schema => 'regress_eo_mal', slots => 1)::text;
+GRANT INSERT ON regress_eo_mal.moved TO regress_eo_app;
+SET ROLE regress_eo_app;
+SELECT eo_emit('moved', 'order', '1', 'Paid', '{}') IS NOT NULL AS emitted;
+RESET ROLE;
+ALTER SCHEMA regress_eo_mal RENAME TO regress_eo_mal_old;
+CREATE SCHEMA regress_eo_mal AUTHORIZATION regress_eo_mallory;
+GRANT USAGE ON SCHEMA regress_eo_mal TO PUBLIC;
+SET ROLE regress_eo_mallory;
+CREATE TABLE regress_eo_mal.moved (id uuid, aggregatetype text, aggregateid text, type text,
+                                   payload jsonb, headers jsonb);
+GRANT ALL ON regress_eo_mal.moved TO PUBLIC;
+RESET ROLE;
+SET ROLE regress_eo_app;
+SET search_path = pg_catalog, public;   -- makes PostgreSQL parse the statement again
+SELECT eo_test_try($$SELECT eo_emit('moved', 'order', '2', 'Paid', '{}')$$);
+SELECT eo_test_try($$SELECT eo_emit('moved', 'order', '3', 'Paid', '{}') IS NOT NULL$$);
+RESET search_path;
+RESET ROLE;
+SELECT aggregateid FROM regress_eo_mal_old.moved ORDER BY 1;
+SELECT count(*) AS lookalike_rows FROM regress_eo_mal.moved;
+SELECT eo_outbox_drop('moved');
+DROP SCHEMA regress_eo_mal CASCADE;
+ALTER SCHEMA regress_eo_mal_old RENAME TO regress_eo_mal;
+
+--
+-- 4. eo's names cannot be taken: nobody else may create in eo_internal,
+--    and overloads in the API schema do not confuse eo's own calls.
+--
+SET ROLE regress_eo_mallory;
+SELECT eo_test_try($$CREATE TABLE eo_internal.eo_keys_99 (key text)$$);
+SELECT eo_test_try($$CREATE TABLE eo_internal.honest_p29990101_000000 (x int)$$);
+CREATE FUNCTION public.eo_keys(x int DEFAULT 0) RETURNS SETOF int
+    LANGUAGE sql AS $$ SELECT regress_eo_mal.escalate('eo_keys overload')::text::int $$;
+CREATE FUNCTION public.eo_outbox_maintain(x int DEFAULT 0) RETURNS SETOF int
+    LANGUAGE sql AS $$ SELECT regress_eo_mal.escalate('maintain overload')::text::int $$;
+CREATE FUNCTION public.eo_key_rows() RETURNS SETOF int
+    LANGUAGE sql AS $$ SELECT regress_eo_mal.escalate('key_rows shadow')::text::int $$;
+RESET ROLE;
+-- (an unqualified call of eo_outbox_maintain() by a user is now ambiguous,
+-- as for any function in a schema its owner writes to; eo's own are not)
+SELECT reclaimed FROM eo_maintain();
+SELECT done >= 0 AS overview_works FROM eo_keys_overview;
+SELECT count(*) > 0 AS listed FROM eo_keys();
+SELECT who, what FROM regress_eo_mal.ran;
+DROP FUNCTION public.eo_keys(int), public.eo_outbox_maintain(int), public.eo_key_rows();
+
+--
+-- 5. Every interval has bounds; an absurd retention is refused.
+--
+SELECT eo_test_try($$SELECT eo_outbox_create('huge', retention => '10000 years')$$);
+
+--
+-- 6. Dropping an outbox or a group takes its owner (or a member).
+--
+SET ROLE regress_eo_mallory;
+SELECT eo_test_try($$SELECT eo_outbox_drop('honest')$$);
+SELECT eo_test_try($$SELECT eo_group_drop('honest', 'g')$$);
+RESET ROLE;
+
+--
+-- 7. A consumer group belongs to a role: SELECT on the outbox is not
+--    enough to fetch, acknowledge, extend or release its pages, and a token
+--    is good only for the group it was issued for (55000 elsewhere).
+--
+GRANT SELECT ON honest TO regress_eo_mallory;
+SELECT eo_group_create('honest', 'other');
+SET ROLE regress_eo_app;
+SELECT eo_emit('honest', 'order', '7', 'Paid', '{}') IS NOT NULL AS emitted;
+SET ROLE regress_eo_reader;
+SELECT max(lease_token) AS reader_token FROM eo_relay_fetch('honest', 'g', 10, '1 hour') \gset
+RESET ROLE;
+SET ROLE regress_eo_mallory;
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('honest', 'g')$$);
+SELECT eo_test_try(format($$SELECT eo_relay_ack('honest', 'g', %s)$$, :reader_token));
+SELECT eo_test_try(format($$SELECT eo_relay_extend('honest', 'g', %s, '1 day')$$, :reader_token));
+SELECT eo_test_try(format($$SELECT eo_relay_release('honest', 'g', %s)$$, :reader_token));
+SELECT eo_test_try($$SELECT eo_group_create('honest', 'mine', owner => 'regress_eo_reader')$$);
+RESET ROLE;
+SELECT eo_test_try(format($$SELECT eo_relay_ack('honest', 'other', %s)$$, :reader_token));
+SET ROLE regress_eo_reader;
+SELECT eo_relay_ack('honest', 'g', :reader_token) AS acked;
+RESET ROLE;
+
+--
+-- 8. Producers cannot set seq or txid, whichever way they insert; nor can
+--    a trigger of a grantee change them on the way.
+--
+SET ROLE regress_eo_app;
+SELECT eo_test_try($$INSERT INTO honest (aggregatetype, aggregateid, type, seq) VALUES ('o', '1', 'x', 1)$$);
+SELECT eo_test_try($$INSERT INTO honest (aggregatetype, aggregateid, type, txid) VALUES ('o', '1', 'x', '3')$$);
+SELECT eo_test_try($$INSERT INTO honest (aggregatetype, aggregateid, type, seq)
+                     SELECT 'o', i::text, 'x', 1000 + i FROM generate_series(1, 3) i RETURNING 1$$);
+SELECT eo_test_try($$INSERT INTO honest (aggregatetype, aggregateid, type)
+                     SELECT 'o', i::text, 'x' FROM generate_series(1, 3) i RETURNING 1$$);
+RESET ROLE;
+-- A grantee of TRIGGER cannot add a row trigger: it needs rights on the
+-- partitions, which are eo's.
+GRANT TRIGGER ON honest TO regress_eo_mallory;
+SET ROLE regress_eo_mallory;
+CREATE FUNCTION regress_eo_mal.reseq() RETURNS trigger
+LANGUAGE plpgsql AS $$ BEGIN NEW.seq := 1; RETURN NEW; END $$;
+SELECT eo_test_try($$CREATE TRIGGER zz_reseq BEFORE INSERT ON honest
+                     FOR EACH ROW EXECUTE FUNCTION regress_eo_mal.reseq()$$);
+RESET ROLE;
+-- Even one that the owner added cannot change seq on the way.
+CREATE TRIGGER zz_reseq BEFORE INSERT ON honest
+    FOR EACH ROW EXECUTE FUNCTION regress_eo_mal.reseq();
+SET ROLE regress_eo_app;
+SELECT eo_test_try($$SELECT eo_emit('honest', 'order', '9', 'Paid', '{}') IS NOT NULL$$);
+RESET ROLE;
+DROP TRIGGER zz_reseq ON honest;
+-- every stored event has a distinct seq and the txid of its writer
+SELECT count(*) AS events, count(DISTINCT seq) AS seqs FROM honest;
+
+-- Clean up.
+SELECT eo_outbox_drop('honest');
+SELECT eo_outbox_drop('trig');
+DROP SCHEMA regress_eo_mal CASCADE;
+REVOKE CREATE ON SCHEMA public FROM regress_eo_mallory;
+REVOKE ALL ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb) FROM regress_eo_app;
+REVOKE ALL ON FUNCTION eo_relay_fetch(text, text, int, interval),
+    eo_relay_ack(text, text, bigint), eo_relay_extend(text, text, bigint, interval),
+    eo_relay_release(text, text, bigint), eo_group_create(text, text, text, regrole),
+    eo_group_drop(text, text), eo_outbox_drop(text)
+    FROM regress_eo_reader, regress_eo_mallory;
+REVOKE ALL ON FUNCTION eo_test_try(text) FROM PUBLIC;
+DROP ROLE regress_eo_mallory, regress_eo_app, regress_eo_reader;
