@@ -1,0 +1,130 @@
+# Copyright: eo authors.  See README.
+#
+# The worker against a hostile database owner (issue 9): in a database
+# owned by a role that is not a superuser, with eo installed in public
+# (which that role owns):
+# - an outbox table swapped for a look-alike whose created_at default runs
+#   the owner's code: the worker's passes never run it (the owner does not
+#   become a superuser), log a warning naming the outbox, and go on
+#   keeping the other outboxes;
+# - ALTER DATABASE ... SET default_transaction_read_only, statement and
+#   lock timeouts, search_path: the worker still reclaims expired leases;
+# - eo's own settings are superuser-only: the owner cannot set them for
+#   the database, a superuser can, and the worker honours that.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('worker_security');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'eo'
+eo.naptime = 1
+});
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE ROLE dbo LOGIN;
+CREATE DATABASE shop OWNER dbo;
+});
+$node->safe_psql('shop', q{
+CREATE EXTENSION eo;
+SELECT eo_outbox_create('billing');
+SELECT eo_outbox_create('other', premake => 2);
+});
+
+# Runs SQL as the database owner.
+sub as_dbo
+{
+	my ($sql) = @_;
+	return $node->safe_psql('shop', "SET ROLE dbo; $sql");
+}
+
+# The owner's trap: records who ran it; made a superuser if it was one.
+as_dbo(q{
+CREATE TABLE ran (who text);
+GRANT INSERT ON ran TO PUBLIC;
+CREATE FUNCTION escalate() RETURNS timestamptz LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    INSERT INTO public.ran VALUES (current_user);
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE dbo SUPERUSER';
+    END IF;
+    RETURN now();
+END $$;
+CREATE FUNCTION planned() RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN RETURN public.escalate(); END $$;
+});
+
+# Swap the outbox: public is the owner's schema, so the drop is allowed.
+my $log_offset = -s $node->logfile;
+as_dbo(q{
+DROP TABLE public.billing;
+CREATE TABLE public.billing (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL,
+    payload jsonb, headers jsonb,
+    created_at timestamptz NOT NULL DEFAULT public.planned(),
+    txid xid8 NOT NULL DEFAULT pg_current_xact_id(), seq int8
+) PARTITION BY RANGE (created_at);
+CREATE TABLE public.billing_all PARTITION OF public.billing
+    FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
+});
+
+# The other outbox loses a partition made ahead; a pass that goes on past
+# the broken outbox makes it again.
+my $newest = $node->safe_psql('shop', q{
+SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'other'::regclass ORDER BY c.relname DESC LIMIT 1});
+$node->safe_psql('shop', "DROP TABLE $newest");
+ok( $node->poll_query_until(
+		'shop', "SELECT to_regclass('$newest') IS NOT NULL"),
+	'the worker makes the other outbox\'s partition again');
+ok($node->wait_for_log(qr/eo: maintenance of outbox "billing" failed: table of outbox "billing" was dropped/,
+		$log_offset),
+	'the swapped outbox is logged, by name');
+# a few more passes
+sleep(3);
+is($node->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'dbo'}),
+	'f', 'the database owner did not become a superuser');
+is($node->safe_psql('shop', q{SELECT count(*) FROM ran}),
+	'0', 'the worker never ran the look-alike\'s default');
+
+# Settings the owner may make for the database cannot stop the worker.
+as_dbo(q{
+ALTER DATABASE shop SET default_transaction_read_only = on;
+ALTER DATABASE shop SET statement_timeout = '1ms';
+ALTER DATABASE shop SET lock_timeout = '1ms';
+ALTER DATABASE shop SET idle_in_transaction_session_timeout = '1ms';
+ALTER DATABASE shop SET search_path = nowhere;
+});
+# (our own sessions override them, as any client may)
+$ENV{PGOPTIONS} = '-c default_transaction_read_only=off -c statement_timeout=0 '
+  . '-c lock_timeout=0 -c idle_in_transaction_session_timeout=0 -c search_path=public';
+$node->safe_psql('shop', "SELECT eo_claim('abandoned', lease => '1 s')");
+ok( $node->poll_query_until(
+		'shop', "SELECT state FROM eo_status('abandoned')", 'failed'),
+	'read-only, timeouts and search_path for the database: the lease is still reclaimed');
+
+# eo's settings: not the owner's to set for the database; a superuser's.
+my ($ret, $stdout, $stderr) = $node->psql('shop',
+	q{SET ROLE dbo; ALTER DATABASE shop SET eo.partition_interval = '2s'});
+isnt($ret, 0, 'the database owner cannot set eo.partition_interval for the database');
+like($stderr, qr/permission denied to set parameter "eo.partition_interval"/,
+	'... permission denied');
+$node->safe_psql('postgres', q{CREATE EXTENSION eo});
+$node->safe_psql('postgres', q{ALTER DATABASE shop SET eo.partition_interval = '2s'});
+my $gen0 = $node->safe_psql('shop',
+	"SELECT max(gen) FROM eo_internal.eo_generations WHERE state = 'c'");
+ok($node->poll_query_until('shop',
+		"SELECT max(gen) > $gen0 FROM eo_internal.eo_generations WHERE state = 'c'"),
+	'a superuser\'s eo.partition_interval for the database reaches the worker');
+is($node->safe_psql('postgres', q{SELECT max(gen) FROM eo_internal.eo_generations WHERE state = 'c'}),
+	'1', '... and only that database');
+
+$node->stop;
+done_testing();
