@@ -16,6 +16,7 @@ OBJS = \
 	src/doorbell.o \
 	src/stats.o \
 	src/ddl.o \
+	src/cluster.o \
 	src/outbox.o \
 	src/outbox_partitions.o \
 	src/relay.o

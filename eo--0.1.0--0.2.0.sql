@@ -39,6 +39,59 @@ BEGIN
 END
 $$;
 
+-- ---- the key store in pg_dump ----
+--
+-- Generation tables are ordinary tables in eo_internal, not members of the
+-- extension, so that pg_dump dumps them with their keys; the registry is a
+-- configuration table whose rows pg_dump dumps (relid is a regclass, so it
+-- follows the tables into the restored database), and key owners are
+-- regroles, restored by name.  A new installation has no generation: the
+-- first claim makes one (eo_keys_1 of 0.1.0, still empty in a fresh
+-- CREATE EXTENSION, is dropped here), so that a restore brings its own.
+DROP VIEW @extschema@.eo_partitions;
+ALTER TABLE eo_internal.eo_generations ALTER COLUMN relid TYPE pg_catalog.regclass;
+CREATE VIEW @extschema@.eo_partitions AS
+SELECT g.gen,
+       g.relid AS "table",
+       CASE g.state WHEN 'a' THEN 'ahead' WHEN 'c' THEN 'current'
+                    WHEN 'o' THEN 'old' ELSE 'retired' END AS state,
+       g.started_at,
+       g.ended_at,
+       c.reltuples::pg_catalog.int8 AS estimated_keys,
+       pg_catalog.pg_total_relation_size(g.relid) AS bytes
+FROM eo_internal.eo_generations g
+LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid;
+REVOKE ALL ON TABLE @extschema@.eo_partitions FROM PUBLIC;
+ALTER TABLE eo_internal.eo_keys_template ALTER COLUMN owner TYPE pg_catalog.regrole;
+DO $$
+DECLARE
+    r pg_catalog.regclass;
+    fresh pg_catalog.bool;
+BEGIN
+    SELECT pg_catalog.count(*) OPERATOR(pg_catalog.=) 1 INTO fresh FROM eo_internal.eo_generations;
+    IF fresh THEN
+        EXECUTE 'SELECT NOT EXISTS (SELECT FROM eo_internal.eo_keys_1)' INTO fresh;
+    END IF;
+    IF fresh THEN
+        DROP TABLE eo_internal.eo_keys_1;
+        DELETE FROM eo_internal.eo_generations;
+    END IF;
+    FOR r IN SELECT c.oid FROM eo_internal.eo_generations g
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
+    LOOP
+        EXECUTE pg_catalog.format('ALTER EXTENSION eo DROP TABLE %s', r);
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN owner TYPE pg_catalog.regrole', r);
+    END LOOP;
+END
+$$;
+SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_generations', '');
+
+-- The consumer-group tables are loaded in parallel by pg_restore -j: no
+-- foreign keys between them (eo_outbox_drop and eo_group_drop delete what
+-- belongs to what).
+ALTER TABLE eo_internal.eo_outbox_slots DROP CONSTRAINT eo_outbox_slots_group_fkey;
+ALTER TABLE eo_internal.eo_outbox_groups DROP CONSTRAINT eo_outbox_groups_outbox_fkey;
+
 -- ---- outboxes: recorded by OID, owned by a role ----
 --
 -- relid is the table eo made (regclass, so that it follows the table
@@ -157,6 +210,29 @@ BEGIN
     END LOOP;
 END
 $$;
+
+
+-- Positions across a restore into another cluster (src/cluster.c): the
+-- cluster (system identifier) an outbox's seq values and its slots'
+-- positions belong to; the last seq of an earlier cluster (boundary); each
+-- slot's state there for the events it had not yet acknowledged (old_*),
+-- delivered before anything newer.
+ALTER TABLE eo_internal.eo_outboxes
+    ADD COLUMN sysid pg_catalog.int8,
+    ADD COLUMN boundary pg_catalog.int8;
+ALTER TABLE eo_internal.eo_outbox_slots
+    ADD COLUMN sysid pg_catalog.int8,
+    ADD COLUMN old_hi pg_catalog.int8,
+    ADD COLUMN old_seq pg_catalog.int8,
+    ADD COLUMN old_pos_snap pg_catalog.pg_snapshot,
+    ADD COLUMN old_pos_lo pg_catalog.int8,
+    ADD COLUMN old_batch_snap pg_catalog.pg_snapshot,
+    ADD COLUMN old_acked_seq pg_catalog.int8,
+    ADD COLUMN page_old pg_catalog.bool NOT NULL DEFAULT false;
+UPDATE eo_internal.eo_outboxes
+SET sysid = (SELECT system_identifier FROM pg_catalog.pg_control_system());
+UPDATE eo_internal.eo_outbox_slots
+SET sysid = (SELECT system_identifier FROM pg_catalog.pg_control_system());
 
 -- ---- maintenance and monitoring: eo calls only what lives in eo_internal ----
 

@@ -38,6 +38,10 @@ EXCEPTION WHEN OTHERS THEN
 END
 $fn$;
 
+-- A new installation has no generation: the first claim makes one, and
+-- one ahead (a restore from pg_dump brings its own).
+SELECT count(*) AS generations FROM eo_partitions;
+SELECT status FROM eo_claim('p:first');
 SELECT min(gen) AS g0 FROM eo_partitions \gset
 
 -- The generations, numbered from the first one, without timestamps, table
@@ -106,7 +110,7 @@ SELECT switched FROM eo_maintain();
 -- no more switches from here on
 RESET eo.partition_interval;
 
-SELECT "table" AS old_table, relid AS old_relid
+SELECT "table" AS old_table, relid::oid AS old_relid
 FROM eo_partitions p JOIN eo_internal.eo_generations g USING (gen)
 WHERE p.state = 'old' \gset
 SELECT "table" AS cur_table FROM eo_partitions WHERE state = 'current' \gset
@@ -202,7 +206,7 @@ SELECT switched, retired, dropped FROM eo_maintain();
 SELECT * FROM parts;
 SELECT to_regclass(:'old_table') IS NULL AS table_gone,
        NOT EXISTS (SELECT FROM pg_class WHERE oid = :old_relid) AS relation_gone,
-       NOT EXISTS (SELECT FROM eo_internal.eo_generations WHERE relid = :old_relid) AS unregistered;
+       NOT EXISTS (SELECT FROM eo_internal.eo_generations WHERE relid::oid = :old_relid) AS unregistered;
 -- another pass has nothing to do
 SELECT * FROM eo_maintain();
 

@@ -126,6 +126,7 @@ typedef struct EoGenSet
 
 #define EO_MAX_LIVE_GENERATIONS 64
 
+extern void eo_gen_start(const EoGenSet *set);
 extern void eo_gen_make_ahead(const EoGenSet *set);
 extern bool eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live);
 extern List *eo_gen_retire_candidates(const EoGenSet *set, int retention_secs);
@@ -136,13 +137,15 @@ extern int	eo_gen_drop_retired(const EoGenSet *set);
 typedef enum EoKsMode
 {
 	EO_KS_READ,					/* look keys up only */
-	EO_KS_WRITE					/* may insert new keys */
+	EO_KS_WRITE,				/* may insert new keys (makes the first generation) */
+	EO_KS_MAINTAIN				/* maintenance: as WRITE, but makes no generation */
 } EoKsMode;
 
 extern bool eo_ks_exists(void);
 extern void eo_ks_begin(EoKsMode mode);	/* row calls */
 extern void eo_ks_open(EoKsMode mode);	/* maintenance: also SPI, as owner */
 extern void eo_ks_close(void);
+extern void eo_ks_make_first_generation(void);
 extern void eo_ks_lock_key(const text *key);
 extern void eo_ks_unlock_key(const text *key);
 extern bool eo_ks_find(text *key, EoKey *row);
@@ -217,5 +220,6 @@ extern bool eo_doorbell_wait(Oid outbox, uint64 seen, int64 timeout_ms);
 extern int	eo_naptime_secs;
 extern char *eo_databases;
 extern void eo_register_launcher(void);
+extern bool eo_run_first_generation_helper(void);
 
 #endif							/* EO_H */

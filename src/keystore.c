@@ -84,7 +84,7 @@ static const struct
 	Oid			type;
 }			key_columns[KEY_NATTS] =
 {
-	{"key", TEXTOID}, {"owner", OIDOID}, {"state", CHAROID}, {"fingerprint", TEXTOID},
+	{"key", TEXTOID}, {"owner", REGROLEOID}, {"state", CHAROID}, {"fingerprint", TEXTOID},
 	{"result", JSONBOID}, {"attempts", INT4OID}, {"lease_token", INT8OID},
 	{"lease_expires_at", TIMESTAMPTZOID}, {"last_error", TEXTOID},
 	{"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID}
@@ -244,8 +244,8 @@ ks_read_registry(void)
 										  1, argtypes);
 	rc = SPI_execute_snapshot(store.gens_plan, values, NULL, GetLatestSnapshot(),
 							  InvalidSnapshot, true, false, 0);
-	if (rc != SPI_OK_SELECT || SPI_processed == 0)
-		elog(ERROR, "eo: the key store has no current generation");
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: the key store's registry could not be read");
 	if (SPI_processed > EO_MAX_LIVE_GENERATIONS)
 		elog(ERROR, "eo: the key store has too many live generations");
 
@@ -308,6 +308,64 @@ eo_ks_exists(void)
 }
 
 /*
+ * Make the first generation unless one exists: under a lock (SHARE UPDATE
+ * EXCLUSIVE on the registry, which writers' ROW EXCLUSIVE does not
+ * conflict with) that lets one maker at a time look and make it.
+ */
+static void
+ks_make_first_generation_locked(void)
+{
+	EoIdentity	saved;
+
+	LockRelationOid(store.registry_relid, ShareUpdateExclusiveLock);
+	AcceptInvalidationMessages();
+	store.gens_valid = false;
+	ks_load_generations();
+	if (store.ngens > 0)
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	eo_gen_start(&store.genset);
+	eo_restore_identity(&saved);
+	SPI_finish();
+	CommandCounterIncrement();
+	store.gens_valid = false;
+	ks_load_generations();
+}
+
+/* The helper process's step (worker.c): a transaction of its own. */
+void
+eo_ks_make_first_generation(void)
+{
+	eo_ks_begin(EO_KS_MAINTAIN);
+	ks_make_first_generation_locked();
+}
+
+/*
+ * No generation was ever made (a new installation, or one restored from a
+ * dump of one): the first writer has one made, by a helper process in a
+ * transaction of its own, so that no claim waits on this transaction.  If
+ * no helper can run (no background worker slot free, or eo was installed
+ * in this very transaction, invisible to others), the writer makes it in
+ * its own transaction.  Maintenance never makes it, so that a worker pass
+ * during a pg_restore does not make what the restore brings.
+ */
+static void
+ks_start(void)
+{
+	if (eo_run_first_generation_helper())
+	{
+		AcceptInvalidationMessages();
+		store.gens_valid = false;
+		ks_load_generations();
+		if (store.ngens > 0)
+			return;
+	}
+	ks_make_first_generation_locked();
+}
+
+/*
  * Start a series of row calls: take the registry lock of partition.c's
  * protocol (ROW EXCLUSIVE if new keys may be inserted, else ACCESS SHARE;
  * held to the end of the transaction) and make sure the list of live
@@ -321,7 +379,7 @@ eo_ks_begin(EoKsMode mode)
 		ks_load_static();
 
 	LockRelationOid(store.registry_relid,
-					mode == EO_KS_WRITE ? RowExclusiveLock : AccessShareLock);
+					mode == EO_KS_READ ? AccessShareLock : RowExclusiveLock);
 
 	/*
 	 * A lock this transaction already holds is granted without looking at
@@ -330,6 +388,8 @@ eo_ks_begin(EoKsMode mode)
 	 */
 	AcceptInvalidationMessages();
 	ks_load_generations();
+	if (store.ngens == 0 && mode == EO_KS_WRITE)
+		ks_start();
 }
 
 /*

@@ -61,7 +61,7 @@ eo_switch_step(EoPassStats *stats)
 {
 	const EoGenSet *set;
 
-	eo_ks_open(EO_KS_WRITE);
+	eo_ks_open(EO_KS_MAINTAIN);
 	set = eo_ks_generations();
 	eo_gen_make_ahead(set);
 	if (eo_gen_maybe_switch(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS))
@@ -82,7 +82,7 @@ eo_retire_step(EoPassStats *stats)
 	TimestampTz cutoff = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													 -(int64) eo_retention_secs * 1000);
 
-	eo_ks_open(EO_KS_WRITE);
+	eo_ks_open(EO_KS_MAINTAIN);
 	set = eo_ks_generations();
 	candidates = eo_gen_retire_candidates(set, eo_retention_secs);
 	foreach(lc, candidates)

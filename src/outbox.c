@@ -147,8 +147,11 @@ free_entry_plans(EoOutbox *ob)
 		SPI_freeplan(ob->emit_plan);
 	if (ob->page_plan != NULL)
 		SPI_freeplan(ob->page_plan);
+	if (ob->old_plan != NULL)
+		SPI_freeplan(ob->old_plan);
 	ob->emit_plan = NULL;
 	ob->page_plan = NULL;
+	ob->old_plan = NULL;
 }
 
 static void
@@ -661,6 +664,7 @@ eo_outbox_next_seq(PG_FUNCTION_ARGS)
 	Oid			seqid = PG_GETARG_OID(0);
 
 	approve_sequence(seqid);
+	eo_cluster_check_seq(seqid);	/* before the first seq of a new cluster */
 	(void) GetTopTransactionId();
 	drawn_seq = nextval_internal(seqid, false);
 	drawn_lxid = EO_MY_LXID;
@@ -1037,10 +1041,10 @@ create_wal_mode(const CreateArgs *a, const char *tmp)
 static void
 register_outbox(const CreateArgs *a, Oid relid, Oid owner, Oid seq, const char *channel)
 {
-	Oid			types[10] = {TEXTOID, CHAROID, INT4OID, INTERVALOID, INT4OID, INTERVALOID,
-		TEXTOID, REGCLASSOID, REGROLEOID, REGCLASSOID};
-	Datum		values[10];
-	char		nulls[10];
+	Oid			types[11] = {TEXTOID, CHAROID, INT4OID, INTERVALOID, INT4OID, INTERVALOID,
+		TEXTOID, REGCLASSOID, REGROLEOID, REGCLASSOID, INT8OID};
+	Datum		values[11];
+	char		nulls[11];
 	int			rc;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -1056,11 +1060,12 @@ register_outbox(const CreateArgs *a, Oid relid, Oid owner, Oid seq, const char *
 	values[8] = ObjectIdGetDatum(owner);
 	values[9] = ObjectIdGetDatum(seq);
 	nulls[9] = OidIsValid(seq) ? ' ' : 'n';
+	values[10] = Int64GetDatum((int64) GetSystemIdentifier());
 	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outboxes (name, mode, slots,"
 							   " partition_interval, premake, retention, channel, relid, owner, seq,"
-							   " created_at)"
-							   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.now())",
-							   10, types, values, nulls, false, 0);
+							   " sysid, created_at)"
+							   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, pg_catalog.now())",
+							   11, types, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: outbox registration failed: %s", SPI_result_code_string(rc));
 }
@@ -1161,7 +1166,11 @@ eo_outbox_drop(PG_FUNCTION_ARGS)
 		eo_drop_relation(row.relid);
 	}
 	values[0] = CStringGetTextDatum(name);
-	rc = SPI_execute_with_args("DELETE FROM eo_internal.eo_outboxes WHERE name OPERATOR(pg_catalog.=) $1",
+	rc = SPI_execute_with_args("WITH s AS (DELETE FROM eo_internal.eo_outbox_slots"
+							   "   WHERE outbox OPERATOR(pg_catalog.=) $1),"
+							   " g AS (DELETE FROM eo_internal.eo_outbox_groups"
+							   "   WHERE outbox OPERATOR(pg_catalog.=) $1)"
+							   " DELETE FROM eo_internal.eo_outboxes WHERE name OPERATOR(pg_catalog.=) $1",
 							   1, types, values, NULL, false, 0);
 	if (rc != SPI_OK_DELETE)
 		elog(ERROR, "eo: outbox removal failed: %s", SPI_result_code_string(rc));

@@ -51,6 +51,7 @@ typedef struct EoOutbox
 	char	   *wal_prefix;		/* logical message prefix (WAL mode) */
 	SPIPlanPtr	emit_plan;		/* INSERT of one event, run as the caller */
 	SPIPlanPtr	page_plan;		/* one page of a batch, run as the caller */
+	SPIPlanPtr	old_plan;		/* one page of an earlier cluster's events */
 	bool		bell_known;		/* bell_seen is set (relay.c) */
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;
@@ -94,6 +95,14 @@ extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
 /* relay.c: whether every consumer group has acknowledged every event of
  * a partition */
 extern bool eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part);
+
+/*
+ * cluster.c: positions taken in another cluster (the database was restored
+ * from a dump into this one) turned into this cluster's terms, once, before
+ * anything reads or draws.  SPI connected, as the owner.
+ */
+extern void eo_cluster_check(EoOutbox *ob);
+extern void eo_cluster_check_seq(Oid seqid);
 
 /* ddl.c: DDL on relations named by OID, never by a name someone could swap */
 extern void eo_attach_partition(Oid parent, const char *partition,

@@ -316,6 +316,7 @@ maintain_one(void *arg)
 	call->actions = NIL;
 	if (ob == NULL)
 		return;					/* dropped meanwhile */
+	eo_cluster_check(ob);		/* before the delivery checks */
 	foreach(lc, eo_ob_make_partitions(ob))
 	{
 		Action	   *a = palloc(sizeof(Action));

@@ -86,43 +86,59 @@ gen_in_state(const EoGenSet *set, char state)
 	return isnull ? 0 : DatumGetInt32(d);
 }
 
-/* Tables made at run time belong to the extension, so DROP EXTENSION drops them. */
-static void
-record_extension_member(Oid relid)
+/* The highest generation number ever registered, or 0. */
+static int32
+max_gen(const EoGenSet *set)
 {
-	ObjectAddress table;
-	ObjectAddress ext;
+	bool		isnull;
+	Datum		d;
 
-	ObjectAddressSet(table, RelationRelationId, relid);
-	ObjectAddressSet(ext, ExtensionRelationId, eo_catalog()->ext);
-	recordDependencyOn(&table, &ext, DEPENDENCY_EXTENSION);
+	run_sql(psprintf("SELECT pg_catalog.max(gen) FROM %s", qualified(set, set->registry)),
+			SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(d);
 }
 
-/* Make generation `gen` as the ahead generation. */
-static void
-make_generation(const EoGenSet *set, int32 gen)
+/*
+ * Make generation `gen` (or the next number whose table name is free: a
+ * schema-only restore leaves empty generation tables behind, unregistered)
+ * in `state`.  Generation tables are not members of the extension, so
+ * that pg_dump dumps them with their keys.  Returns the number made.
+ */
+static int32
+make_generation(const EoGenSet *set, int32 gen, char state)
 {
-	char	   *relname = psprintf("%s%d", set->prefix, gen);
-	char	   *table = qualified(set, relname);
-	Oid			relid;
+	Oid			nsp = get_namespace_oid(set->schema, false);
+	char	   *relname;
+	char	   *table;
 
+	while (OidIsValid(get_relname_relid(psprintf("%s%d", set->prefix, gen), nsp)))
+		gen++;
+	relname = psprintf("%s%d", set->prefix, gen);
+	table = qualified(set, relname);
 	run_sql(psprintf("CREATE TABLE %s (LIKE %s INCLUDING ALL)",
 					 table, qualified(set, set->template)), SPI_OK_UTILITY);
 	run_sql(psprintf("REVOKE ALL ON TABLE %s FROM PUBLIC", table), SPI_OK_UTILITY);
-	relid = get_relname_relid(relname, get_namespace_oid(set->schema, false));
-	record_extension_member(relid);
-	run_sql(psprintf("INSERT INTO %s (gen, relid, state) VALUES (%d, %u, 'a')",
-					 qualified(set, set->registry), gen, relid), SPI_OK_INSERT);
+	run_sql(psprintf("INSERT INTO %s (gen, relid, state, started_at) VALUES (%d, '%u', '%c', %s)",
+					 qualified(set, set->registry), gen,
+					 get_relname_relid(relname, nsp), state,
+					 state == 'c' ? "pg_catalog.clock_timestamp()" : "NULL"),
+			SPI_OK_INSERT);
+	return gen;
 }
 
-/* Keep one generation made ahead of the current one. */
+/*
+ * Keep one generation made ahead of the current one.  Without a current
+ * generation (none was ever made: see eo_gen_start) nothing is made, so
+ * that a pass during a pg_restore makes nothing the restore then brings.
+ */
 void
 eo_gen_make_ahead(const EoGenSet *set)
 {
-	int32		current = gen_in_state(set, 'c');
-
+	if (gen_in_state(set, 'c') == 0)
+		return;
 	if (gen_in_state(set, 'a') == 0)
-		make_generation(set, current + 1);
+		(void) make_generation(set, max_gen(set) + 1, 'a');
 }
 
 static void
@@ -130,6 +146,18 @@ registry_changed(const EoGenSet *set)
 {
 	CacheInvalidateRelcacheByRelid(get_relname_relid(set->registry,
 													 get_namespace_oid(set->schema, false)));
+}
+
+/*
+ * Make the first generation, current at once, and one ahead.  The caller
+ * holds a lock that keeps two of these from running together.
+ */
+void
+eo_gen_start(const EoGenSet *set)
+{
+	(void) make_generation(set, max_gen(set) + 1, 'c');
+	registry_changed(set);
+	eo_gen_make_ahead(set);
 }
 
 /*
@@ -293,11 +321,6 @@ eo_gen_drop_retired(const EoGenSet *set)
 		{
 			if (!ConditionalLockRelationOid(relids[i], AccessExclusiveLock))
 				continue;		/* still read by a call that started earlier */
-
-			/* A member of the extension can only go once it is let go. */
-			deleteDependencyRecordsForClass(RelationRelationId, relids[i],
-											ExtensionRelationId, DEPENDENCY_EXTENSION);
-			CommandCounterIncrement();
 			run_sql(psprintf("DROP TABLE %s", qualified(set, relname)), SPI_OK_UTILITY);
 		}
 		run_sql(psprintf("DELETE FROM %s WHERE gen OPERATOR(pg_catalog.=) %d",

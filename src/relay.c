@@ -73,6 +73,7 @@
 #include "access/htup_details.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
@@ -136,12 +137,23 @@ typedef struct Slot
 	TimestampTz fetched_at;
 	bool		has_acked_at;
 	TimestampTz acked_at;
+	/* the events of an earlier cluster not yet delivered (cluster.c) */
+	bool		has_old;
+	int64		old_hi;			/* they have seq <= old_hi ... */
+	int64		old_seq;		/* ... and > old_seq (acknowledged so far) */
+	Datum		old_pos_snap;	/* the rest is the slot's state there */
+	int64		old_pos_lo;
+	bool		has_old_batch;
+	Datum		old_batch_snap;
+	int64		old_acked_seq;
+	bool		page_old;		/* the page handed out is of those */
 } Slot;
 
 #define SLOT_COLUMNS \
 	"slot, pos_snap, pos_lo, batch_snap, batch_hi, batch_lo, acked_seq," \
 	" page_state, page_end, page_last, page_count, lease_token, lease_expires_at," \
-	" hist_xid, hist_seq, fetched_at, acked_at"
+	" hist_xid, hist_seq, fetched_at, acked_at, old_hi, old_seq, old_pos_snap," \
+	" old_pos_lo, old_batch_snap, old_acked_seq, page_old"
 
 /*
  * A lease token: the group's id above this many bits, a value of
@@ -261,9 +273,10 @@ prepare_plans(void)
 	Oid			group_types[2] = {TEXTOID, TEXTOID};
 	Oid			pick_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4ARRAYOID};
 	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
-	Oid			update_types[19] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
+	Oid			update_types[22] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
 		PG_SNAPSHOTOID, INT8OID, INT8OID, INT8OID, CHAROID, INT8OID, BOOLOID, INT4OID,
-		INT8OID, TIMESTAMPTZOID, XID8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+		INT8OID, TIMESTAMPTZOID, XID8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+	INT8OID, INT8OID, BOOLOID};
 	Oid			cut_types[1] = {REGCLASSOID};
 
 	if (plans.ready)
@@ -287,10 +300,11 @@ prepare_plans(void)
 								   " batch_snap = $6, batch_hi = $7, batch_lo = $8, acked_seq = $9,"
 								   " page_state = $10, page_end = $11, page_last = $12, page_count = $13,"
 								   " lease_token = $14, lease_expires_at = $15, hist_xid = $16,"
-								   " hist_seq = $17, fetched_at = $18, acked_at = $19"
+								   " hist_seq = $17, fetched_at = $18, acked_at = $19,"
+								   " old_hi = $20, old_seq = $21, page_old = $22"
 								   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 								   " AND slot OPERATOR(pg_catalog.=) $3",
-								   19, update_types);
+								   22, update_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -325,6 +339,7 @@ relay_begin(RelayCall *call, Datum outbox, bool outbox_null, const char *grp)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&call->caller);
+	eo_cluster_check(call->ob);
 	prepare_plans();
 	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(grp);
@@ -450,6 +465,23 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 	d = column(tup, desc, 17, &isnull);
 	s->has_acked_at = !isnull;
 	s->acked_at = isnull ? 0 : DatumGetTimestampTz(d);
+
+	d = column(tup, desc, 18, &isnull);
+	s->has_old = !isnull;
+	if (s->has_old)
+	{
+		s->old_hi = DatumGetInt64(d);
+		s->old_seq = DatumGetInt64(column(tup, desc, 19, &isnull));
+		s->old_pos_snap = column(tup, desc, 20, &isnull);
+		s->old_pos_lo = DatumGetInt64(column(tup, desc, 21, &isnull));
+		s->old_batch_snap = column(tup, desc, 22, &isnull);
+		s->has_old_batch = !isnull;
+		d = column(tup, desc, 23, &isnull);
+		s->old_acked_seq = isnull ? 0 : DatumGetInt64(d);
+		s->has_old_batch &= !isnull;	/* the acked part needs both */
+	}
+	d = column(tup, desc, 24, &isnull);
+	s->page_old = !isnull && DatumGetBool(d);
 }
 
 #define PARAM(i, value, isnull) \
@@ -458,8 +490,8 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 static void
 write_slot(const char *outbox, const char *grp, const Slot *s)
 {
-	Datum		values[19];
-	char		nulls[19];
+	Datum		values[22];
+	char		nulls[22];
 	Datum		xids[HIST];
 	Datum		seqs[HIST];
 	int			rc;
@@ -490,6 +522,9 @@ write_slot(const char *outbox, const char *grp, const Slot *s)
 											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)), false);
 	PARAM(17, TimestampTzGetDatum(s->fetched_at), !s->has_fetched);
 	PARAM(18, TimestampTzGetDatum(s->acked_at), !s->has_acked_at);
+	PARAM(19, Int64GetDatum(s->old_hi), !s->has_old);
+	PARAM(20, Int64GetDatum(s->old_seq), !s->has_old);
+	PARAM(21, BoolGetDatum(s->page_old), false);
 
 	rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE || SPI_processed != 1)
@@ -704,31 +739,21 @@ page_destroy(DestReceiver *self)
  * in S, in seq order: at most r->max of them into the result.
  */
 static int32
-run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
-		 Datum p_snap, Datum s_snap, PageReceiver *r)
+run_statement(RelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
+			  const Datum *values, const bool *nulls, PageReceiver *r)
 {
-	EoOutbox   *ob = call->ob;
 	EoIdentity	owner;
-	ParamListInfo params = makeParamList(6);
+	ParamListInfo params = makeParamList(nparams);
 	SPIExecuteOptions options;
-	Datum		values[6];
-	Oid			types[6] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID};
 	int			rc;
 
-	values[0] = Int32GetDatum(s->slot);
-	values[1] = Int64GetDatum(lower);
-	values[2] = Int64GetDatum(upper);
-	values[3] = p_snap;
-	values[4] = s_snap;
-	values[5] = Int64GetDatum((int64) r->max + 1);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < nparams; i++)
 	{
 		params->params[i].value = values[i];
-		params->params[i].isnull = false;
+		params->params[i].isnull = nulls[i];
 		params->params[i].pflags = PARAM_FLAG_CONST;
 		params->params[i].ptype = types[i];
 	}
-
 	r->count = 0;
 	r->more = false;
 	r->last_seq = 0;
@@ -738,13 +763,85 @@ run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
 	options.read_only = false;	/* a snapshot newer than S: sees all of it */
 	options.dest = &r->pub;
 	as_caller(call, &owner);
-	prepare_page_plan(ob);
-	rc = SPI_execute_plan_extended(ob->page_plan, &options);
+	rc = SPI_execute_plan_extended(plan, &options);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "eo: batch read failed: %s", SPI_result_code_string(rc));
-	eo_ob_check_plan(ob, ob->page_plan);
+	eo_ob_check_plan(call->ob, plan);
 	eo_restore_identity(&owner);
 	return r->count;
+}
+
+/*
+ * Events of slot s with lower < seq <= upper, invisible in P and visible
+ * in S, in seq order: at most r->max of them into the result.
+ */
+static int32
+run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
+		 Datum p_snap, Datum s_snap, PageReceiver *r)
+{
+	Oid			types[6] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	EoIdentity	owner;
+
+	values[0] = Int32GetDatum(s->slot);
+	values[1] = Int64GetDatum(lower);
+	values[2] = Int64GetDatum(upper);
+	values[3] = p_snap;
+	values[4] = s_snap;
+	values[5] = Int64GetDatum((int64) r->max + 1);
+	as_caller(call, &owner);
+	prepare_page_plan(call->ob);
+	eo_restore_identity(&owner);
+	return run_statement(call, call->ob->page_plan, 6, types, values, nulls, r);
+}
+
+/*
+ * The next page of the slot's events of an earlier cluster (cluster.c):
+ * seq in (old_seq, old_hi], not acknowledged by the slot's state there.
+ * All of them committed before the dump, so no snapshot of this cluster
+ * is involved.  If none is left the section is closed (false).
+ */
+static bool
+serve_old(RelayCall *call, Slot *s, PageReceiver *r)
+{
+	Oid			types[7] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, INT8OID,
+	PG_SNAPSHOTOID, INT8OID};
+	Datum		values[7];
+	bool		nulls[7] = {false, false, false, false, false, false, false};
+	EoIdentity	owner;
+
+	values[0] = Int32GetDatum(s->slot);
+	values[1] = Int64GetDatum(Max(s->old_seq, s->old_pos_lo - 1));
+	values[2] = Int64GetDatum(s->old_hi);
+	values[3] = s->old_pos_snap;
+	values[4] = Int64GetDatum(s->old_acked_seq);
+	nulls[4] = !s->has_old_batch;
+	values[5] = s->old_batch_snap;
+	nulls[5] = !s->has_old_batch;
+	values[6] = Int64GetDatum((int64) r->max + 1);
+
+	as_caller(call, &owner);
+	if (call->ob->old_plan == NULL)
+	{
+		char	   *slot = eo_ob_slot_expr(call->ob, "e");
+
+		call->ob->old_plan = eo_prepare_kept(psprintf(
+													"SELECT %s, e.seq, e.id, e.aggregatetype, e.aggregateid, e.type,"
+													" e.payload, e.headers, e.created_at FROM %s e"
+													" WHERE %s OPERATOR(pg_catalog.=) $1"
+													" AND e.seq OPERATOR(pg_catalog.>) $2 AND e.seq OPERATOR(pg_catalog.<=) $3"
+													" AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, $4)"
+													" AND NOT coalesce(e.seq OPERATOR(pg_catalog.<=) $5"
+													"   AND pg_catalog.pg_visible_in_snapshot(e.txid, $6), false)"
+													" ORDER BY e.seq LIMIT $7", slot, call->ob->qualname, slot),
+											 7, (Oid *) types);
+	}
+	eo_restore_identity(&owner);
+	if (run_statement(call, call->ob->old_plan, 7, types, values, nulls, r) > 0)
+		return true;
+	s->has_old = false;
+	return false;
 }
 
 /* ---- eo_relay_fetch ---- */
@@ -846,7 +943,10 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 		bool		served;
 
 		CHECK_FOR_INTERRUPTS();
-		if (s.has_batch)
+		s.page_old = s.has_old && serve_old(&call, &s, &r);
+		if (s.page_old)
+			served = true;
+		else if (s.has_batch)
 			served = serve_batch(&call, &s, &r);
 		else
 		{
@@ -1003,7 +1103,13 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 	if (s->page_state == PAGE_OUT)
 	{
 		count = s->page_count;
-		if (s->page_last)
+		if (s->page_old)
+		{
+			/* a page of an earlier cluster's events (serve_old) */
+			s->old_seq = s->page_end;
+			s->has_old = !s->page_last;
+		}
+		else if (s->page_last)
 		{
 			/* The batch is done: S becomes the slot's position. */
 			s->pos_snap = s->batch_snap;
@@ -1083,8 +1189,8 @@ eo_group_create(PG_FUNCTION_ARGS)
 	const char *snap;
 	EoOutbox   *ob;
 	EoIdentity	saved;
-	Oid			types[4] = {TEXTOID, TEXTOID, INT4OID, REGROLEOID};
-	Datum		values[4];
+	Oid			types[5] = {TEXTOID, TEXTOID, INT4OID, REGROLEOID, INT8OID};
+	Datum		values[5];
 	int			rc;
 
 	if (strcmp(start, "beginning") == 0)
@@ -1113,6 +1219,8 @@ eo_group_create(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(grp);
 	values[2] = Int32GetDatum(ob->slots);
 	values[3] = ObjectIdGetDatum(owner);
+	values[4] = Int64GetDatum((int64) GetSystemIdentifier());
+	eo_cluster_check(ob);		/* the positions below are this cluster's */
 	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outbox_groups (outbox, name, owner, created_at)"
 							   " VALUES ($1, $2, $4, pg_catalog.now()) ON CONFLICT DO NOTHING",
 							   4, types, values, NULL, false, 0);
@@ -1130,11 +1238,11 @@ eo_group_create(PG_FUNCTION_ARGS)
 	 */
 	rc = SPI_execute_with_args(psprintf(
 										"INSERT INTO eo_internal.eo_outbox_slots (outbox, grp, slot, pos_snap, pos_lo,"
-										" hist_xid, hist_seq)"
-										" SELECT $1, $2, g, %s, 0, '{}', '{}'"
+										" hist_xid, hist_seq, sysid, page_old)"
+										" SELECT $1, $2, g, %s, 0, '{}', '{}', $5, false"
 										" FROM pg_catalog.generate_series(0, $3 OPERATOR(pg_catalog.-) 1) g",
 										snap),
-							   3, types, values, NULL, false, 0);
+							   5, types, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: slot insert failed: %s", SPI_result_code_string(rc));
 	eo_restore_identity(&saved);
@@ -1181,7 +1289,9 @@ eo_group_drop(PG_FUNCTION_ARGS)
 				 errmsg("permission denied to drop consumer group \"%s\" of outbox \"%s\"",
 						grp, ob->name),
 				 errdetail("It belongs to role \"%s\".", GetUserNameFromId(owner, true))));
-	if (SPI_execute_with_args("DELETE FROM eo_internal.eo_outbox_groups"
+	if (SPI_execute_with_args("WITH s AS (DELETE FROM eo_internal.eo_outbox_slots"
+							  "   WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2)"
+							  " DELETE FROM eo_internal.eo_outbox_groups"
 							  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "eo: group delete failed");
@@ -1193,18 +1303,36 @@ eo_group_drop(PG_FUNCTION_ARGS)
 /* ---- retention and monitoring ---- */
 
 /*
+ * Events (alias e) of an earlier cluster not yet acknowledged by a slot
+ * (alias s): see serve_old.
+ */
+static char *
+old_unacked(const char *e, const char *s)
+{
+	return psprintf("%2$s.old_hi IS NOT NULL"
+					" AND %1$s.seq OPERATOR(pg_catalog.>) GREATEST(%2$s.old_seq, %2$s.old_pos_lo OPERATOR(pg_catalog.-) 1)"
+					" AND %1$s.seq OPERATOR(pg_catalog.<=) %2$s.old_hi"
+					" AND NOT pg_catalog.pg_visible_in_snapshot(%1$s.txid, %2$s.old_pos_snap)"
+					" AND NOT coalesce(%1$s.seq OPERATOR(pg_catalog.<=) %2$s.old_acked_seq"
+					"   AND pg_catalog.pg_visible_in_snapshot(%1$s.txid, %2$s.old_batch_snap), false)",
+					e, s);
+}
+
+/*
  * Events (alias e) not yet acknowledged by a slot (alias s): invisible in
- * its position and not in the acknowledged part of its current batch.
+ * its position and not in the acknowledged part of its current batch, or
+ * of an earlier cluster and not acknowledged there.
  */
 static char *
 unacked(const EoOutbox *ob, const char *e, const char *s)
 {
-	return psprintf("%s OPERATOR(pg_catalog.=) %s.slot"
-					" AND %s.seq OPERATOR(pg_catalog.>=) %s.pos_lo"
-					" AND NOT pg_catalog.pg_visible_in_snapshot(%s.txid, %s.pos_snap)"
-					" AND NOT (%s.acked_seq IS NOT NULL AND %s.seq OPERATOR(pg_catalog.<=) %s.acked_seq"
-					"          AND pg_catalog.pg_visible_in_snapshot(%s.txid, %s.batch_snap))",
-					eo_ob_slot_expr(ob, e), s, e, s, e, s, s, e, s, e, s);
+	return psprintf("%s OPERATOR(pg_catalog.=) %s.slot AND ("
+					" (%s.seq OPERATOR(pg_catalog.>=) %s.pos_lo"
+					"  AND NOT pg_catalog.pg_visible_in_snapshot(%s.txid, %s.pos_snap)"
+					"  AND NOT coalesce(%s.seq OPERATOR(pg_catalog.<=) %s.acked_seq"
+					"          AND pg_catalog.pg_visible_in_snapshot(%s.txid, %s.batch_snap), false))"
+					" OR (%s))",
+					eo_ob_slot_expr(ob, e), s, e, s, e, s, e, s, e, s, old_unacked(e, s));
 }
 
 /*
@@ -1225,9 +1353,10 @@ eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part)
 										"SELECT NOT EXISTS (SELECT FROM eo_internal.eo_outbox_slots s"
 										" WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND EXISTS ("
 										"   SELECT FROM %s e WHERE %s OPERATOR(pg_catalog.=) s.slot"
-										"   AND e.seq OPERATOR(pg_catalog.>=) s.pos_lo"
-										"   AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, s.pos_snap)))",
-										part->name, eo_ob_slot_expr(ob, "e")),
+										"   AND ((e.seq OPERATOR(pg_catalog.>=) s.pos_lo"
+										"         AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, s.pos_snap))"
+										"        OR (%s))))",
+										part->name, eo_ob_slot_expr(ob, "e"), old_unacked("e", "s")),
 							   1, types, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eo: delivery check failed: %s", SPI_result_code_string(rc));
@@ -1282,6 +1411,7 @@ group_stats(void *arg)
 	g->exists = ob != NULL;
 	if (ob == NULL)
 		return;
+	eo_cluster_check(ob);
 	has_cutoff = eo_ob_retention_cutoff(ob, &cutoff);
 
 	args[0] = CStringGetTextDatum(ob->name);

@@ -69,6 +69,7 @@ char	   *eo_databases = NULL;
 
 PGDLLEXPORT void eo_launcher_main(Datum main_arg);
 PGDLLEXPORT void eo_db_worker_main(Datum main_arg);
+PGDLLEXPORT void eo_first_generation_main(Datum main_arg);
 
 /* The launcher's handle on the pass running in each database. */
 typedef struct DbPass
@@ -470,4 +471,60 @@ eo_db_worker_main(Datum main_arg)
 						(long long) r.stats.switched, (long long) r.stats.retired,
 						(long long) r.stats.dropped)));
 	proc_exit(0);
+}
+
+/*
+ * The first key generation, made by a helper process in a transaction of
+ * its own (keystore.c asks for it): a claim's transaction that made it
+ * itself would hold it invisible, and every other claim waiting, until
+ * that transaction ended, which could be long (a batch) or never by
+ * itself (a prepared transaction).
+ */
+static void
+first_generation(void *arg)
+{
+	eo_ks_make_first_generation();
+}
+
+void
+eo_first_generation_main(Datum main_arg)
+{
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+	pin_session();
+	pgstat_report_appname("eo worker");
+	(void) run_in_transaction("eo: making the first key generation", first_generation, NULL);
+	proc_exit(0);
+}
+
+/*
+ * Run eo_first_generation_main in this database and wait for it to end.
+ * False if no background worker slot was free (the caller then does the
+ * work itself).
+ */
+bool
+eo_run_first_generation_helper(void)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	pid_t		pid;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "eo");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "eo_first_generation_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "eo first generation for database %u", MyDatabaseId);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "eo worker");
+	worker.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		return false;
+	if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
+		return false;
+	(void) WaitForBackgroundWorkerShutdown(handle);
+	return true;
 }
