@@ -50,6 +50,7 @@
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -63,6 +64,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/json.h"
@@ -330,7 +332,7 @@ read_registry(const char *name, RegistryRow *row)
  * created_at (table mode) with the sequence eo made.
  */
 static void
-verify_outbox(const EoOutbox *ob)
+verify_columns(const EoOutbox *ob)
 {
 	char	   *what = psprintf("table of outbox \"%s\"", ob->name);
 	bool		table_mode = ob->mode == EO_OUTBOX_TABLE;
@@ -339,8 +341,6 @@ verify_outbox(const EoOutbox *ob)
 	TupleDesc	desc;
 	char	   *problem = NULL;
 
-	eo_check_own_relation(ob->relid, table_mode ? RELKIND_PARTITIONED_TABLE : RELKIND_RELATION,
-						  false, what);
 	rel = relation_open(ob->relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
 	if (desc->natts != ncols)
@@ -368,6 +368,21 @@ verify_outbox(const EoOutbox *ob)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("%s is not the table eo made: %s", what, problem),
 				 errhint("Drop the outbox with eo_outbox_drop and create it again.")));
+}
+
+/*
+ * Refuse the outbox unless its table is the one eo made: owned by the
+ * extension owner, exactly eo's columns and types, partitioned on
+ * created_at (table mode) with the sequence eo made.
+ */
+static void
+verify_outbox(const EoOutbox *ob)
+{
+	bool		table_mode = ob->mode == EO_OUTBOX_TABLE;
+
+	eo_check_own_relation(ob->relid, table_mode ? RELKIND_PARTITIONED_TABLE : RELKIND_RELATION,
+						  false, psprintf("table of outbox \"%s\"", ob->name));
+	verify_columns(ob);
 	if (table_mode)
 		eo_check_own_relation(ob->seqid, RELKIND_SEQUENCE, false,
 							  psprintf("sequence of outbox \"%s\"", ob->name));
@@ -974,20 +989,81 @@ run_sql(const char *sql)
 		elog(ERROR, "eo: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
 }
 
+/* The highest seq eo_internal.<tmp> holds, or 0. */
+static int64
+max_seq(const char *tmp)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_execute(psprintf("SELECT pg_catalog.max(seq) FROM %s", eo_internal_name(tmp)),
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: reading the outbox's last seq failed");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
 /*
- * The table of a table-mode outbox, made as eo_internal.<tmp> (see
- * eo_outbox_create) with its sequence, index and trigger.  Returns its
- * sequence in *seq.
+ * The sequence of the seq column of eo_internal.<tmp>: the one it owns, or
+ * a new one in eo_internal (starting above every seq the table holds) if
+ * it has none (an outbox DROP EXTENSION ... CASCADE left behind).
  */
-static void
-create_table_mode(const CreateArgs *a, const char *tmp, const char *channel, Oid *seq)
+static Oid
+ensure_seq(const CreateArgs *a, const char *tmp, Oid relid)
+{
+	AttrNumber	seq_att = get_attnum(relid, "seq");
+	char	   *seqname = psprintf("%s_seq_seq", a->name);
+	ListCell   *lc;
+
+	foreach(lc, getOwnedSequences(relid))
+	{
+		Oid			owned = lfirst_oid(lc);
+		Oid			table;
+		int32		col;
+
+		if (sequenceIsOwned(owned, DEPENDENCY_AUTO, &table, &col) && col == seq_att)
+			return owned;
+	}
+	run_sql(psprintf("CREATE SEQUENCE %s AS pg_catalog.int8 CACHE 1 START %lld",
+					 eo_internal_name(seqname), (long long) max_seq(tmp) + 1));
+	run_sql(psprintf("ALTER SEQUENCE %s OWNED BY %s.seq",
+					 eo_internal_name(seqname), eo_internal_name(tmp)));
+	return get_relname_relid(seqname, eo_catalog()->schema);
+}
+
+/*
+ * Give a table-mode outbox, as eo_internal.<tmp>, everything eo makes
+ * besides its columns: the seq default, the index, the trigger, the
+ * comment; what it has already is kept.  Returns its sequence.
+ */
+static Oid
+complete_table_mode(const CreateArgs *a, const char *tmp, const char *channel)
 {
 	char	   *table = eo_internal_name(tmp);
-	char	   *seqname = psprintf("%s_seq_seq", a->name);
+	Oid			relid = get_relname_relid(tmp, eo_catalog()->schema);
+	Oid			seq = ensure_seq(a, tmp, relid);
 
-	run_sql(psprintf("CREATE SEQUENCE %s AS pg_catalog.int8 CACHE 1",
-					 eo_internal_name(seqname)));
-	*seq = get_relname_relid(seqname, eo_catalog()->schema);
+	run_sql(psprintf("ALTER TABLE %s ALTER COLUMN seq SET DEFAULT"
+					 " eo_internal.eo_outbox_next_seq(%s::pg_catalog.regclass)",
+					 table, quote_literal_cstr(eo_internal_name(get_rel_name(seq)))));
+	run_sql(psprintf("CREATE INDEX IF NOT EXISTS %s ON %s ((%s), seq)",
+					 quote_identifier(psprintf("%s_slot_seq", a->name)), table,
+					 eo_ob_slot_expr_for(a->slots, "aggregateid")));
+	run_sql(psprintf("DROP TRIGGER IF EXISTS eo_notify ON %s", table));
+	run_sql(psprintf("CREATE TRIGGER eo_notify BEFORE INSERT ON %s"
+					 " FOR EACH STATEMENT EXECUTE FUNCTION eo_internal.eo_outbox_notify(%s)",
+					 table, quote_literal_cstr(channel != NULL ? channel : "")));
+	run_sql(psprintf("COMMENT ON TABLE %s IS %s", table,
+					 quote_literal_cstr(psprintf("eo outbox \"%s\": insert-only; "
+												 "write with eo_emit() or INSERT, read with eo_relay_fetch()",
+												 a->name))));
+	return seq;
+}
+
+/* The table of a table-mode outbox, made as eo_internal.<tmp>. */
+static void
+create_table_mode(const char *tmp)
+{
 	run_sql(psprintf(
 					 "CREATE TABLE %s ("
 					 " id pg_catalog.uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),"
@@ -998,20 +1074,9 @@ create_table_mode(const CreateArgs *a, const char *tmp, const char *channel, Oid
 					 " headers pg_catalog.jsonb,"
 					 " created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
 					 " txid pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),"
-					 " seq pg_catalog.int8 NOT NULL DEFAULT eo_internal.eo_outbox_next_seq(%s::pg_catalog.regclass)"
+					 " seq pg_catalog.int8 NOT NULL"
 					 ") PARTITION BY RANGE (created_at)",
-					 table, quote_literal_cstr(eo_internal_name(seqname))));
-	run_sql(psprintf("ALTER SEQUENCE %s OWNED BY %s.seq", eo_internal_name(seqname), table));
-	run_sql(psprintf("CREATE INDEX %s ON %s ((%s), seq)",
-					 quote_identifier(psprintf("%s_slot_seq", a->name)), table,
-					 eo_ob_slot_expr_for(a->slots, "aggregateid")));
-	run_sql(psprintf("CREATE TRIGGER eo_notify BEFORE INSERT ON %s"
-					 " FOR EACH STATEMENT EXECUTE FUNCTION eo_internal.eo_outbox_notify(%s)",
-					 table, quote_literal_cstr(channel != NULL ? channel : "")));
-	run_sql(psprintf("COMMENT ON TABLE %s IS %s", table,
-					 quote_literal_cstr(psprintf("eo outbox \"%s\": insert-only; "
-												 "write with eo_emit() or INSERT, read with eo_relay_fetch()",
-												 a->name))));
+					 eo_internal_name(tmp)));
 }
 
 static void
@@ -1036,6 +1101,28 @@ create_wal_mode(const CreateArgs *a, const char *tmp)
 												 "logical decoding messages with prefix \"eo:%s\"; "
 												 "this table stays empty",
 												 a->name, a->name))));
+}
+
+/*
+ * An existing table `name` in the target schema, to be adopted as the
+ * outbox (a schema-only restore, or DROP EXTENSION ... CASCADE, left it
+ * without its registry entry): it must be owned by the extension owner
+ * and have exactly eo's columns and partitioning.  It is moved into
+ * eo_internal for the repairs and back after.
+ */
+static void
+check_adoptable(const CreateArgs *a, Oid relid)
+{
+	EoOutbox	ob;
+
+	memset(&ob, 0, sizeof(ob));
+	strlcpy(ob.name, a->name, NAMEDATALEN);
+	ob.relid = relid;
+	ob.mode = a->mode;
+	eo_check_own_relation(relid, a->mode == EO_OUTBOX_TABLE ? RELKIND_PARTITIONED_TABLE :
+						  RELKIND_RELATION, false,
+						  psprintf("existing table for outbox \"%s\"", a->name));
+	verify_columns(&ob);
 }
 
 static void
@@ -1071,11 +1158,33 @@ register_outbox(const CreateArgs *a, Oid relid, Oid owner, Oid seq, const char *
 }
 
 /*
+ * Every partition (all in eo_internal, checked) with eo's CHECK of seq and
+ * txid, which a DROP EXTENSION ... CASCADE took away.
+ */
+static void
+complete_partitions(EoOutbox *ob)
+{
+	ListCell   *lc;
+
+	foreach(lc, eo_ob_partitions(ob))
+	{
+		EoPartition *p = (EoPartition *) lfirst(lc);
+
+		if (!OidIsValid(get_relation_constraint_oid(p->relid, "eo_outbox_row", true)))
+			run_sql(psprintf("ALTER TABLE %s ADD CONSTRAINT eo_outbox_row"
+							 " CHECK (eo_internal.eo_outbox_row_check(txid, seq)) NOT VALID",
+							 p->name));
+	}
+}
+
+/*
  * eo_outbox_create(name, schema, mode, slots, partition_interval, premake,
  * retention, notify) returns regclass.  The table is made in eo_internal
  * under a name of this backend's, where names refer to nothing anyone else
  * made, finished there (sequence, index, trigger, grants, partitions), and
- * then moved by OID into the caller's schema under its own name.
+ * then moved by OID into the caller's schema under its own name.  A table
+ * of that name that eo made earlier (left by a schema-only restore or by
+ * DROP EXTENSION ... CASCADE) is adopted: moved in, completed, moved back.
  */
 Datum
 eo_outbox_create(PG_FUNCTION_ARGS)
@@ -1102,11 +1211,27 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);
-	if (a.mode == EO_OUTBOX_TABLE)
-		create_table_mode(&a, tmp, channel, &seq);
+	relid = get_relname_relid(a.name, a.nsp);
+	if (OidIsValid(relid))
+	{
+		check_adoptable(&a, relid);
+		eo_move_relation(relid, eo_catalog()->schema, tmp);
+	}
+	else if (a.mode == EO_OUTBOX_TABLE)
+		create_table_mode(tmp);
 	else
 		create_wal_mode(&a, tmp);
 	relid = get_relname_relid(tmp, eo_catalog()->schema);
+	if (a.mode == EO_OUTBOX_TABLE)
+	{
+		/* its IF [NOT] EXISTS notices name eo's temporary table: not news */
+		int			nest = NewGUCNestLevel();
+
+		(void) set_config_option("client_min_messages", "warning", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		seq = complete_table_mode(&a, tmp, channel);
+		AtEOXact_GUC(true, nest);
+	}
 	if (caller != eo_catalog()->owner)
 		run_sql(psprintf("GRANT SELECT, INSERT ON TABLE %s TO %s WITH GRANT OPTION",
 						 eo_internal_name(tmp),
@@ -1122,6 +1247,9 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 		ob.mode = a.mode;
 		ob.every = *a.every;
 		ob.premake = a.premake;
+		ob.seqid = seq;
+		verify_outbox(&ob);
+		complete_partitions(&ob);
 		(void) eo_ob_make_partitions(&ob);
 	}
 	eo_move_relation(relid, a.nsp, a.name);
