@@ -169,7 +169,8 @@ REVOKE ALL ON TABLE eo_internal.eo_outbox_template FROM PUBLIC;
 
 -- Existing table-mode outboxes: the identity column becomes a sequence of
 -- eo's (continuing where the identity stopped), partitions move into
--- eo_internal.
+-- eo_internal.  (Their trigger names its function by OID: it follows the
+-- function into eo_internal.)
 DO $$
 DECLARE
     o record;
@@ -182,12 +183,18 @@ BEGIN
     LOOP
         last := pg_catalog.pg_sequence_last_value(
                     pg_catalog.pg_get_serial_sequence(o.relid::pg_catalog.text, 'seq'));
-        seqname := pg_catalog.format('eo_internal.%I', o.name || '_seq');
+        -- in the table's schema (an owned sequence must be), named as the
+        -- identity sequence it replaces was
+        seqname := pg_catalog.format('%I.%I',
+                       (SELECT n.nspname FROM pg_catalog.pg_class c
+                        JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+                        WHERE c.oid OPERATOR(pg_catalog.=) o.relid),
+                       o.name || '_seq_seq');
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN seq DROP IDENTITY', o.relid);
         EXECUTE pg_catalog.format('CREATE SEQUENCE %s AS pg_catalog.int8 CACHE 1', seqname);
         IF last IS NOT NULL THEN
             PERFORM pg_catalog.setval(seqname, last);
         END IF;
-        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN seq DROP IDENTITY', o.relid);
         EXECUTE pg_catalog.format(
             'ALTER TABLE %s ALTER COLUMN seq SET DEFAULT eo_internal.eo_outbox_next_seq(%L::pg_catalog.regclass)',
             o.relid, seqname);
@@ -202,11 +209,6 @@ BEGIN
                 'ALTER TABLE %s ADD CONSTRAINT eo_outbox_row'
                 ' CHECK (eo_internal.eo_outbox_row_check(txid, seq)) NOT VALID', p);
         END LOOP;
-        EXECUTE pg_catalog.format(
-            'DROP TRIGGER eo_notify ON %1$s; CREATE TRIGGER eo_notify BEFORE INSERT ON %1$s'
-            ' FOR EACH STATEMENT EXECUTE FUNCTION eo_internal.eo_outbox_notify(%2$L)',
-            o.relid, (SELECT coalesce(channel, '') FROM eo_internal.eo_outboxes
-                      WHERE name OPERATOR(pg_catalog.=) o.name));
     END LOOP;
 END
 $$;

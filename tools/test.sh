@@ -62,11 +62,26 @@ show_failure_output() {
     return 0
 }
 
+# The source of the released 0.1.0, for the upgrade test (test/t/111):
+# from git history, when this is a clone that has it.
+EO_RELEASED_0_1_0=7f10a79   # the commit released as 0.1.0
+old_source() {
+    local dir=$EO_TMP/eo-0.1.0
+    if git -C "$REPO_ROOT" cat-file -e "$EO_RELEASED_0_1_0^{commit}" 2>/dev/null; then
+        mkdir -p "$dir"
+        git -C "$REPO_ROOT" archive "$EO_RELEASED_0_1_0" | tar -C "$dir" -xf -
+        export EO_OLD_SOURCE=$dir
+    else
+        log "no git history with $EO_RELEASED_0_1_0: the upgrade test will be skipped"
+    fi
+}
+
 main() {
     ensure_packages
     build_install
     make_scratch
     copy_repo
+    old_source
     start_server
     run_makefile_group regress REGRESS
     run_makefile_group isolation ISOLATION

@@ -1,0 +1,135 @@
+# Copyright: eo authors.  See README.
+#
+# ALTER EXTENSION eo UPDATE from the released 0.1.0 (issue 10).  0.1.0 is
+# built from its commit (tools/test.sh puts its source in EO_OLD_SOURCE)
+# and installed into a private copy of the PostgreSQL installation; a
+# server from that copy gets keys (done, failed, leased), a switched
+# generation, an outbox with groups and unacknowledged events.  Then this
+# build is installed over it and the server restarted:
+# - with the new library and the old SQL objects, eo's functions refuse
+#   with "run ALTER EXTENSION eo UPDATE" and the worker skips the database;
+# - ALTER EXTENSION eo UPDATE, with the worker running, keeps every key,
+#   lease, token and event, and everything works after it.
+
+use strict;
+use warnings;
+
+use File::Copy;
+use File::Path qw(make_path);
+use File::Temp qw(tempdir);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $old = $ENV{EO_OLD_SOURCE};
+plan skip_all => 'EO_OLD_SOURCE (the 0.1.0 source, set by tools/test.sh) is not set'
+  unless defined $old && -d $old;
+
+my $root = tempdir(CLEANUP => 1);
+my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
+my %dir = map { $_ => `$pg_config --$_` } qw(bindir pkglibdir sharedir);
+chomp %dir;
+
+# A private copy of the installation: PostgreSQL finds its lib and share
+# directories relative to its binaries.
+for my $d (values %dir)
+{
+	(my $parent = "$root$d") =~ s{/[^/]+$}{};
+	make_path($parent);
+	system('cp', '-a', $d, "$parent/") == 0 or die "copying $d failed";
+}
+
+sub install_eo
+{
+	my ($src, $what) = @_;
+	my $log = "$root/$what.log";
+	system("make -C '$src' PG_CONFIG='$pg_config' >'$log' 2>&1") == 0
+	  && system("make -C '$src' PG_CONFIG='$pg_config' DESTDIR='$root' install >>'$log' 2>&1") == 0
+	  or die "building $what failed: " . slurp_file($log);
+}
+
+install_eo($old, 'eo-0.1.0');
+my $node = PostgreSQL::Test::Cluster->new('upgrade', install_path => "$root$dir{bindir}/..");
+$node->init;
+$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'eo'
+eo.naptime = 1
+});
+$node->start;
+$node->safe_psql('postgres', q{CREATE EXTENSION eo VERSION '0.1.0'});
+is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+	'0.1.0', 'the old version is installed');
+$node->safe_psql('postgres', q{
+BEGIN;
+SELECT eo_claim('done', 'fp');
+SELECT eo_complete('done', '{"r": 1}');
+COMMIT;
+SET eo.partition_interval = 1;
+SELECT pg_sleep(1.1);
+SELECT switched FROM eo_maintain();
+RESET eo.partition_interval;
+SELECT eo_claim('done2');
+SELECT eo_fail('failed', 'x', lease_token, '1 hour') FROM eo_claim('failed', lease => '1 hour');
+SELECT eo_claim('leased', lease => '1 hour');
+SELECT eo_outbox_create('billing', slots => 2);
+SELECT eo_group_create('billing', 'g');
+SELECT count(eo_emit('billing', 'order', 'o' || (i % 3), 'E' || i, NULL)) FROM generate_series(1, 10) i;
+SELECT eo_relay_ack('billing', 'g', max(lease_token)) FROM eo_relay_fetch('billing', 'g', 3);
+});
+my $token = $node->safe_psql('postgres', q{SELECT lease_token FROM eo_status('leased')});
+my $acked = $node->safe_psql('postgres', q{
+SELECT string_agg(e.type, ',' ORDER BY e.type) FROM billing e, eo_outbox_slots s
+WHERE s.grp = 'g' AND s.slot = (hashtext(e.aggregateid) & 2147483647) % 2
+AND (pg_visible_in_snapshot(e.txid, s.pos_snap)
+     OR (e.seq <= s.acked_seq AND pg_visible_in_snapshot(e.txid, s.batch_snap)))});
+$node->stop;
+
+# The new build over the old one.
+install_eo('.', 'eo-new');
+my $log_offset = 0;
+$node->start;
+my ($ret, $out, $err) = $node->psql('postgres', q{SELECT eo_claim('between')});
+like($err, qr/older than its library.*\n.*\n?.*ALTER EXTENSION eo UPDATE/s,
+	'between the new library and the update, eo says to run ALTER EXTENSION eo UPDATE');
+ok($node->wait_for_log(qr/skipping database "postgres": eo's SQL objects are older than its library/,
+		$log_offset), 'the worker skips the database until then');
+
+$node->safe_psql('postgres', q{ALTER EXTENSION eo UPDATE});
+is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+	'0.2.0', 'updated to 0.2.0, with the worker running');
+is($node->safe_psql('postgres', q{SELECT status, result FROM eo_claim('done', 'fp')}),
+	'duplicate|{"r": 1}', 'a done key is a duplicate with its result');
+is($node->safe_psql('postgres', q{SELECT status FROM eo_claim('done2')}),
+	'duplicate', 'a key of the other generation too');
+is($node->safe_psql('postgres', q{SELECT state, attempts FROM eo_status('failed')}),
+	'failed|1', 'a failed key stays failed');
+is($node->safe_psql('postgres', q{SELECT state, lease_token FROM eo_status('leased')}),
+	"processing|$token", 'a lease stays, with its token');
+cmp_ok($node->safe_psql('postgres', q{SELECT lease_token FROM eo_claim('new', lease => '1 s')}),
+	'>', $token, 'new tokens are above it');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_depend d JOIN eo_internal.eo_generations g
+ON d.objid = g.relid WHERE d.deptype = 'e'}),
+	'0', 'the generation tables are no longer extension members (pg_dump dumps them)');
+
+my @types;
+for (1 .. 20)
+{
+	my $page = $node->safe_psql('postgres', q{
+CREATE TEMP TABLE p AS SELECT * FROM eo_relay_fetch('billing', 'g', 4);
+SELECT string_agg(type, ',') FROM p;
+SELECT eo_relay_ack('billing', 'g', t) FROM (SELECT max(lease_token) t FROM p) x WHERE t IS NOT NULL;});
+	my ($list) = split /\n/, $page;
+	last if !defined $list || $list eq '';
+	push @types, split /,/, $list;
+}
+my %acked = map { $_ => 1 } split /,/, $acked;
+is(join(',', sort @types), join(',', sort grep { !$acked{$_} } map { "E$_" } 1 .. 10),
+	'the group gets every event it had not acknowledged, once');
+$node->safe_psql('postgres', q{SELECT eo_emit('billing', 'order', 'o1', 'after', NULL)});
+is($node->safe_psql('postgres', q{SELECT type FROM eo_relay_fetch('billing', 'g')}),
+	'after', 'and new events after the update');
+like($node->safe_psql('postgres', q{SELECT count(*) FROM eo_outbox_maintain()}),
+	qr/^\d+$/, 'outbox maintenance runs after the update');
+
+$node->stop;
+done_testing();
