@@ -131,24 +131,27 @@ ALTER TABLE eo_internal.eo_outbox_groups
 
 -- seq and txid of an event are eo's: the column default draws seq (after
 -- the transaction id is assigned), and a CHECK refuses a row whose seq is
--- not the value the default just drew for it or whose txid is not the
--- inserting transaction's.  NOT VALID: rows already stored (and rows a
+-- not the value the default just drew for it from this outbox's sequence
+-- or whose txid is not the inserting transaction's.  NOT VALID: rows already stored (and rows a
 -- restore loads before the constraint) are not re-checked.
 CREATE FUNCTION eo_internal.eo_outbox_next_seq(pg_catalog.regclass)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'eo_outbox_next_seq'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
-CREATE FUNCTION eo_internal.eo_outbox_row_check(pg_catalog.xid8, pg_catalog.int8)
+CREATE FUNCTION eo_internal.eo_outbox_row_check(pg_catalog.xid8, pg_catalog.int8, pg_catalog.regclass)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'eo_outbox_row_check'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Column defaults and constraints run as whoever inserts: producers need
--- EXECUTE (not USAGE on the schema: stored expressions name no schema).
--- eo_outbox_next_seq draws only from outbox sequences of eo's.
+-- EXECUTE.  eo_outbox_next_seq draws only from outbox sequences of eo's.
+-- USAGE on eo_internal lets producers' and relays' statements name the
+-- views of outboxes there (security_invoker: the caller's rights on the
+-- outbox table count); every table in it has no grants.
 GRANT EXECUTE ON FUNCTION eo_internal.eo_outbox_next_seq(pg_catalog.regclass),
-    eo_internal.eo_outbox_row_check(pg_catalog.xid8, pg_catalog.int8) TO PUBLIC;
+    eo_internal.eo_outbox_row_check(pg_catalog.xid8, pg_catalog.int8, pg_catalog.regclass) TO PUBLIC;
+GRANT USAGE ON SCHEMA eo_internal TO PUBLIC;
 
 -- What a partition of a table-mode outbox is made LIKE.  Partitions live
 -- in eo_internal and are attached to the outbox by OID; each carries the
@@ -201,13 +204,20 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER SEQUENCE %s OWNED BY %s.seq', seqname, o.relid);
         UPDATE eo_internal.eo_outboxes SET seq = seqname::pg_catalog.regclass
         WHERE name OPERATOR(pg_catalog.=) o.name;
+        -- the view eo's statements name instead of the table (src/outbox.c)
+        EXECUTE pg_catalog.format(
+            'CREATE VIEW eo_internal.%I WITH (security_invoker = true) AS'
+            ' SELECT id, aggregatetype, aggregateid, type, payload, headers, created_at, txid, seq'
+            ' FROM %s', o.name || '_v', o.relid);
+        EXECUTE pg_catalog.format('GRANT SELECT, INSERT ON TABLE eo_internal.%I TO PUBLIC', o.name || '_v');
         FOR p IN SELECT i.inhrelid FROM pg_catalog.pg_inherits i
                  WHERE i.inhparent OPERATOR(pg_catalog.=) o.relid
         LOOP
             EXECUTE pg_catalog.format('ALTER TABLE %s SET SCHEMA eo_internal', p);
             EXECUTE pg_catalog.format(
                 'ALTER TABLE %s ADD CONSTRAINT eo_outbox_row'
-                ' CHECK (eo_internal.eo_outbox_row_check(txid, seq)) NOT VALID', p);
+                ' CHECK (eo_internal.eo_outbox_row_check(txid, seq, %L::pg_catalog.regclass)) NOT VALID',
+                p, seqname);
         END LOOP;
     END LOOP;
 END

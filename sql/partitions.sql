@@ -202,8 +202,18 @@ SELECT switched, retired, dropped FROM eo_maintain();
 -- its retirement has committed and nothing holds a lock on it
 SELECT * FROM parts;
 SELECT to_regclass(:'old_table') IS NOT NULL AS table_still_there;
+-- a view of another role that names the retired table (by OID) does not
+-- keep eo from dropping it: eo's tables are eo's alone
+CREATE ROLE regress_eo_pinner;
+CREATE SCHEMA regress_eo_pin AUTHORIZATION regress_eo_pinner;
+SET ROLE regress_eo_pinner;
+CREATE VIEW regress_eo_pin.pin AS SELECT :'old_relid'::regclass AS pinned;
+RESET ROLE;
 SELECT switched, retired, dropped FROM eo_maintain();
 SELECT * FROM parts;
+SELECT to_regclass('regress_eo_pin.pin') IS NULL AS pinning_view_gone;
+DROP SCHEMA regress_eo_pin;
+DROP ROLE regress_eo_pinner;
 SELECT to_regclass(:'old_table') IS NULL AS table_gone,
        NOT EXISTS (SELECT FROM pg_class WHERE oid = :old_relid) AS relation_gone,
        NOT EXISTS (SELECT FROM eo_internal.eo_generations WHERE relid::oid = :old_relid) AS unregistered;

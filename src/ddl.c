@@ -94,13 +94,19 @@ eo_move_relation(Oid relid, Oid nsp, const char *newname)
 	CommandCounterIncrement();
 }
 
-/* DROP TABLE of relation `relid` (RESTRICT: other roles' views stop it). */
+/*
+ * DROP of relation `relid`.  With `cascade`, for eo's own objects in
+ * eo_internal: nobody else may make anything that depends on them (a view
+ * of another role that names one would otherwise keep eo from ever
+ * dropping it), so what does goes with them.  Without, for an outbox
+ * table: views of it that others made stop the drop.
+ */
 void
-eo_drop_relation(Oid relid)
+eo_drop_relation(Oid relid, bool cascade)
 {
 	ObjectAddress object;
 
 	ObjectAddressSet(object, RelationRelationId, relid);
-	performDeletion(&object, DROP_RESTRICT, 0);
+	performDeletion(&object, cascade ? DROP_CASCADE : DROP_RESTRICT, 0);
 	CommandCounterIncrement();
 }

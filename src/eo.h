@@ -100,8 +100,10 @@ extern Oid	eo_own_relation(const char *relname, char relkind);
 extern void eo_become_owner(EoIdentity *saved);
 extern void eo_restore_identity(const EoIdentity *saved);
 extern struct _SPI_plan *eo_prepare_kept(const char *sql, int nargs, Oid *argtypes);
-extern bool eo_plan_relation_is(struct _SPI_plan *plan, Oid relid);
+extern bool eo_plan_relations_are(struct _SPI_plan *plan, Oid a, Oid b);
 extern bool eo_try(void (*fn) (void *), void *arg, ErrorData **error);
+extern int	eo_pin_datetime(void);
+extern void eo_unpin(int level);
 extern void eo_warn_failure(ErrorData *error, const char *what, const char *hint);
 
 /* validate.c: each raises one clear error or returns the checked value */
@@ -128,6 +130,7 @@ typedef struct EoGenSet
 
 extern void eo_gen_start(const EoGenSet *set);
 extern void eo_gen_make_ahead(const EoGenSet *set);
+extern void eo_gen_bind_all(const EoGenSet *set);
 extern bool eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live);
 extern List *eo_gen_retire_candidates(const EoGenSet *set, int retention_secs);
 extern void eo_gen_retire(const EoGenSet *set, int32 gen);

@@ -63,6 +63,7 @@ eo_switch_step(EoPassStats *stats)
 
 	eo_ks_open(EO_KS_MAINTAIN);
 	set = eo_ks_generations();
+	eo_gen_bind_all(set);		/* after a restore, or an update from 0.1.0 */
 	eo_gen_make_ahead(set);
 	if (eo_gen_maybe_switch(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS))
 		stats->switched++;

@@ -181,6 +181,8 @@ relkind_name(char relkind)
 			return "partitioned table";
 		case RELKIND_SEQUENCE:
 			return "sequence";
+		case RELKIND_VIEW:
+			return "view";
 		default:
 			return "relation";
 	}
@@ -212,7 +214,7 @@ eo_check_own_relation(Oid relid, char relkind, bool internal, const char *what)
 						   GetUserNameFromId(rel->relowner, true));
 	else if (internal && rel->relnamespace != cat->schema)
 		problem = psprintf("it is not in schema \"%s\"", EO_INTERNAL_SCHEMA);
-	else if (rel->relhasrules || rel->relrowsecurity)
+	else if ((rel->relhasrules && relkind != RELKIND_VIEW) || rel->relrowsecurity)
 		problem = pstrdup("it has rules or row security that eo did not make");
 	if (problem != NULL)
 	{
@@ -301,36 +303,44 @@ eo_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
- * Did the last execution of `plan` (one statement) act on relation `relid`
- * and no other?  A plan is parsed again from its text after an
- * invalidation, so a name can come to mean another relation (a schema
- * renamed, another table made under the old name); callers that name a
- * table outside eo_internal check this after running the plan as the
- * caller, so that a wrong target is an error that rolls back.
+ * Did the last execution of `plan` (one statement) act on relations `a`
+ * and `b` only?  Defence in depth: eo's statements name views in
+ * eo_internal, which nobody else can replace (outbox.c), but a plan is
+ * parsed again from its text after an invalidation, and a wrong target
+ * must be an error that rolls back what the statement did.
  */
+static bool
+query_relations_are(Query *query, Oid a, Oid b)
+{
+	ListCell   *lc;
+
+	foreach(lc, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		if (OidIsValid(rte->relid) && rte->relid != a && rte->relid != b)
+			return false;
+		if (rte->rtekind == RTE_SUBQUERY && !query_relations_are(rte->subquery, a, b))
+			return false;
+		if (rte->rtekind != RTE_RELATION && rte->rtekind != RTE_SUBQUERY &&
+			rte->rtekind != RTE_VALUES && rte->rtekind != RTE_RESULT)
+			return false;
+	}
+	return true;
+}
+
 bool
-eo_plan_relation_is(SPIPlanPtr plan, Oid relid)
+eo_plan_relations_are(SPIPlanPtr plan, Oid a, Oid b)
 {
 	List	   *sources = SPI_plan_get_plan_sources(plan);
 	CachedPlanSource *source;
-	Query	   *query;
-	ListCell   *lc;
 
 	if (list_length(sources) != 1)
 		return false;
 	source = (CachedPlanSource *) linitial(sources);
 	if (list_length(source->query_list) != 1)
 		return false;
-	query = linitial_node(Query, source->query_list);
-	foreach(lc, query->rtable)
-	{
-		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
-
-		if (rte->rtekind != RTE_RELATION ? rte->rtekind != RTE_VALUES && rte->rtekind != RTE_RESULT :
-			rte->relid != relid)
-			return false;
-	}
-	return true;
+	return query_relations_are(linitial_node(Query, source->query_list), a, b);
 }
 
 /*
@@ -377,4 +387,32 @@ eo_warn_failure(ErrorData *error, const char *what, const char *hint)
 			 error->detail ? errdetail_internal("%s", error->detail) : 0,
 			 errhint("%s", hint)));
 	FreeErrorData(error);
+}
+
+/*
+ * Fixed date and time settings until eo_unpin(level): partition bounds go
+ * through text (pg_get_expr, ATTACH PARTITION ... FROM ('...')), and a
+ * DateStyle or TimeZone that the database owner chose for the database
+ * could make them read back wrong (a zone abbreviation that means another
+ * zone, say).
+ */
+int
+eo_pin_datetime(void)
+{
+	int			level = NewGUCNestLevel();
+
+	/* PGC_S_OVERRIDE: above the worker's pinned values too */
+	(void) set_config_option("DateStyle", "ISO, YMD", PGC_SUSET, PGC_S_OVERRIDE,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", "postgres", PGC_SUSET, PGC_S_OVERRIDE,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("TimeZone", "UTC", PGC_SUSET, PGC_S_OVERRIDE,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+void
+eo_unpin(int level)
+{
+	AtEOXact_GUC(true, level);
 }

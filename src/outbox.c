@@ -30,8 +30,12 @@
  * owner, exactly the columns and types eo made, no rules or row security.
  * eo_emit inserts as the caller, who needs INSERT on the outbox anyway, so
  * a trigger someone added runs with the rights of whoever inserts, never
- * eo's; its statement names the table, so after running it eo checks that
- * the name still meant the recorded table.  Tables are made in eo_internal
+ * eo's.  Statements never name the outbox table itself, whose name the
+ * owner of its schema controls (renaming the schema and making a
+ * look-alike under the old name would let a statement planned or run by
+ * name hit the look-alike): they name eo_internal.<outbox>_v, a view of
+ * the table, bound to it by OID when made, WITH (security_invoker), so the
+ * caller's own rights on the table count.  Tables are made in eo_internal
  * and only then moved, by OID, into the schema the caller chose.
  *
  * Process model: per backend.  Each backend caches one entry per outbox it
@@ -341,25 +345,36 @@ verify_columns(const EoOutbox *ob)
 	TupleDesc	desc;
 	char	   *problem = NULL;
 
+	AttrNumber	created_at = InvalidAttrNumber;
+	int			n = 0;
+
 	rel = relation_open(ob->relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
-	if (desc->natts != ncols)
-		problem = psprintf("it has %d columns, not %d", desc->natts, ncols);
+	/* eo's columns in eo's order; dropped columns are no columns */
 	for (int i = 0; i < desc->natts && problem == NULL; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
-		if (att->attisdropped || strcmp(NameStr(att->attname), outbox_columns[i].name) != 0 ||
-			att->atttypid != outbox_columns[i].type)
-			problem = psprintf("column %d is not \"%s\" of type %s", i + 1,
-							   outbox_columns[i].name, format_type_be(outbox_columns[i].type));
+		if (att->attisdropped)
+			continue;
+		if (n >= ncols)
+			problem = psprintf("it has a column \"%s\" eo did not make", NameStr(att->attname));
+		else if (strcmp(NameStr(att->attname), outbox_columns[n].name) != 0 ||
+				 att->atttypid != outbox_columns[n].type)
+			problem = psprintf("column %d is not \"%s\" of type %s", n + 1,
+							   outbox_columns[n].name, format_type_be(outbox_columns[n].type));
+		if (n == CREATED_AT_ATTNUM - 1)
+			created_at = att->attnum;
+		n++;
 	}
+	if (problem == NULL && n != ncols)
+		problem = psprintf("it has %d columns, not %d", n, ncols);
 	if (problem == NULL && table_mode)
 	{
 		PartitionKey key = RelationGetPartitionKey(rel);
 
 		if (key->strategy != PARTITION_STRATEGY_RANGE || key->partnatts != 1 ||
-			key->partattrs[0] != CREATED_AT_ATTNUM)
+			key->partattrs[0] != created_at)
 			problem = pstrdup("it is not partitioned by range of created_at");
 	}
 	relation_close(rel, NoLock);
@@ -423,7 +438,23 @@ reload_entry(EoOutbox *ob)
 	ob->retention = row.retention;
 	verify_outbox(ob);
 
+	ob->view = get_relname_relid(psprintf("%s_v", ob->name), eo_catalog()->schema);
+	if (ob->mode == EO_OUTBOX_TABLE)
+	{
+		if (!OidIsValid(ob->view))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("the view of outbox \"%s\" is missing from schema \"%s\"",
+							ob->name, EO_INTERNAL_SCHEMA),
+					 errhint("Call eo_outbox_create('%s') again: it gives the outbox back what it lacks.",
+							 ob->name)));
+		eo_check_own_relation(ob->view, RELKIND_VIEW, true,
+							  psprintf("view of outbox \"%s\"", ob->name));
+	}
+
 	old = MemoryContextSwitchTo(CacheContext);
+	if (ob->view_name == NULL)
+		ob->view_name = eo_internal_name(psprintf("%s_v", ob->name));
 	qualname = current_qualname(ob->relid);
 	if (ob->qualname == NULL || strcmp(ob->qualname, qualname) != 0)
 		free_entry_plans(ob);	/* they name the table as it was named */
@@ -618,7 +649,7 @@ eo_ob_slot_expr(const EoOutbox *ob, const char *alias)
 void
 eo_ob_check_plan(EoOutbox *ob, SPIPlanPtr plan)
 {
-	if (eo_plan_relation_is(plan, ob->relid))
+	if (eo_plan_relations_are(plan, ob->view, ob->relid))
 		return;
 	ob->valid = false;
 	ereport(ERROR,
@@ -629,10 +660,23 @@ eo_ob_check_plan(EoOutbox *ob, SPIPlanPtr plan)
 			 errhint("Try again: eo looks the table up by OID again.")));
 }
 
+/* The partitions' CHECK of seq and txid (see eo_outbox_row_check). */
+char *
+eo_ob_row_check_expr(const EoOutbox *ob)
+{
+	char	   *seq = psprintf("%s.%s",
+							   quote_identifier(get_namespace_name(get_rel_namespace(ob->seqid))),
+							   quote_identifier(get_rel_name(ob->seqid)));
+
+	return psprintf("eo_internal.eo_outbox_row_check(txid, seq, %s::pg_catalog.regclass)",
+					quote_literal_cstr(seq));
+}
+
 /* ---- the seq column ---- */
 
 /* The value eo_outbox_next_seq drew last, not yet checked by a row. */
 static int64 drawn_seq;
+static Oid	drawn_from;			/* ... from this sequence */
 static LocalTransactionId drawn_lxid = InvalidLocalTransactionId;
 
 /*
@@ -682,16 +726,19 @@ eo_outbox_next_seq(PG_FUNCTION_ARGS)
 	eo_cluster_check_seq(seqid);	/* before the first seq of a new cluster */
 	(void) GetTopTransactionId();
 	drawn_seq = nextval_internal(seqid, false);
+	drawn_from = seqid;
 	drawn_lxid = EO_MY_LXID;
 	PG_RETURN_INT64(drawn_seq);
 }
 
 /*
- * eo_internal.eo_outbox_row_check(txid, seq): the CHECK of every outbox
- * partition.  Rows are checked one at a time right after their defaults
- * are computed (INSERT, INSERT ... SELECT and COPY alike), so the row's
- * seq must be the value drawn last in this transaction, and each drawn
- * value is good for one row only.
+ * eo_internal.eo_outbox_row_check(txid, seq, sequence): the CHECK of every
+ * outbox partition, naming the outbox's own sequence.  Rows are checked
+ * one at a time right after their defaults are computed (INSERT, INSERT
+ * ... SELECT and COPY alike), so the row's seq must be the value drawn
+ * last in this transaction, from this outbox's sequence (a value drawn
+ * from another outbox's, through a table made LIKE it, would be a
+ * duplicate here), and each drawn value is good for one row only.
  */
 Datum
 eo_outbox_row_check(PG_FUNCTION_ARGS)
@@ -699,8 +746,8 @@ eo_outbox_row_check(PG_FUNCTION_ARGS)
 	bool		drawn = drawn_lxid == EO_MY_LXID;
 	bool		ok;
 
-	ok = !PG_ARGISNULL(0) && !PG_ARGISNULL(1) && drawn &&
-		PG_GETARG_INT64(1) == drawn_seq &&
+	ok = !PG_ARGISNULL(0) && !PG_ARGISNULL(1) && !PG_ARGISNULL(2) && drawn &&
+		PG_GETARG_INT64(1) == drawn_seq && PG_GETARG_OID(2) == drawn_from &&
 		FullTransactionIdEquals(PG_GETARG_FULLTRANSACTIONID(0), GetTopFullTransactionIdIfAny());
 	drawn_lxid = InvalidLocalTransactionId;
 	if (!ok)
@@ -784,7 +831,7 @@ emit_to_table(EoOutbox *ob, const EmitArgs *a)
 		/* txid, seq and created_at come from the table's defaults. */
 		ob->emit_plan = eo_prepare_kept(psprintf(
 											   "INSERT INTO %s (id, aggregatetype, aggregateid, type, payload, headers)"
-											   " VALUES ($1, $2, $3, $4, $5, $6)", ob->qualname),
+											   " VALUES ($1, $2, $3, $4, $5, $6)", ob->view_name),
 									  6, types);
 	}
 	rc = SPI_execute_plan(ob->emit_plan, values, nulls, false, 0);
@@ -1032,6 +1079,23 @@ ensure_seq(const CreateArgs *a, const char *tmp, Oid relid)
 }
 
 /*
+ * eo_internal.<name>_v, the view eo's statements name instead of the
+ * table (see the top of this file): every column, bound to the table by
+ * OID, with the caller's rights (security_invoker), usable by anyone who
+ * may use the table itself.
+ */
+static void
+ensure_view(const char *name, const char *tmp)
+{
+	char	   *view = eo_internal_name(psprintf("%s_v", name));
+
+	run_sql(psprintf("CREATE OR REPLACE VIEW %s WITH (security_invoker = true) AS"
+					 " SELECT id, aggregatetype, aggregateid, type, payload, headers,"
+					 " created_at, txid, seq FROM %s", view, eo_internal_name(tmp)));
+	run_sql(psprintf("GRANT SELECT, INSERT ON TABLE %s TO PUBLIC", view));
+}
+
+/*
  * Give a table-mode outbox, as eo_internal.<tmp>, everything eo makes
  * besides its columns: the seq default, the index, the trigger, the
  * comment; what it has already is kept.  Returns its sequence.
@@ -1057,6 +1121,7 @@ complete_table_mode(const CreateArgs *a, const char *tmp, const char *channel)
 					 quote_literal_cstr(psprintf("eo outbox \"%s\": insert-only; "
 												 "write with eo_emit() or INSERT, read with eo_relay_fetch()",
 												 a->name))));
+	ensure_view(a->name, tmp);
 	return seq;
 }
 
@@ -1111,18 +1176,32 @@ create_wal_mode(const CreateArgs *a, const char *tmp)
  * eo_internal for the repairs and back after.
  */
 static void
+adoptable(void *arg)
+{
+	EoOutbox   *ob = (EoOutbox *) arg;
+
+	eo_check_own_relation(ob->relid, ob->mode == EO_OUTBOX_TABLE ? RELKIND_PARTITIONED_TABLE :
+						  RELKIND_RELATION, false, "it");
+	verify_columns(ob);
+}
+
+static void
 check_adoptable(const CreateArgs *a, Oid relid)
 {
 	EoOutbox	ob;
+	ErrorData  *why;
 
 	memset(&ob, 0, sizeof(ob));
 	strlcpy(ob.name, a->name, NAMEDATALEN);
 	ob.relid = relid;
 	ob.mode = a->mode;
-	eo_check_own_relation(relid, a->mode == EO_OUTBOX_TABLE ? RELKIND_PARTITIONED_TABLE :
-						  RELKIND_RELATION, false,
-						  psprintf("existing table for outbox \"%s\"", a->name));
-	verify_columns(&ob);
+	if (eo_try(adoptable, &ob, &why))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DUPLICATE_TABLE),
+			 errmsg("relation \"%s\" already exists", a->name),
+			 errdetail("It is not a %s-mode outbox table eo made, which eo_outbox_create would adopt: %s",
+					   a->mode == EO_OUTBOX_TABLE ? "table" : "WAL", why->message)));
 }
 
 static void
@@ -1158,6 +1237,29 @@ register_outbox(const CreateArgs *a, Oid relid, Oid owner, Oid seq, const char *
 }
 
 /*
+ * A WAL-mode outbox's events are logical decoding messages with prefix
+ * "eo:<name>", which anyone who may call pg_logical_emit_message (PUBLIC,
+ * unless revoked) can write too: say so when one is made.
+ */
+static void
+warn_forgeable(const char *name)
+{
+	bool		isnull;
+
+	if (SPI_execute("SELECT pg_catalog.bool_or(pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE'))"
+					" FROM pg_catalog.pg_proc p WHERE p.proname OPERATOR(pg_catalog.=) 'pg_logical_emit_message'"
+					" AND p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace",
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: checking pg_logical_emit_message failed");
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		ereport(WARNING,
+				(errmsg("any role can write messages that look like events of outbox \"%s\"", name),
+				 errdetail("pg_logical_emit_message, which anyone may call, writes messages with any prefix, \"eo:%s\" too.",
+						   name),
+				 errhint("REVOKE EXECUTE ON FUNCTION pg_logical_emit_message FROM PUBLIC (each of its forms), unless something else needs it.")));
+}
+
+/*
  * Every partition (all in eo_internal, checked) with eo's CHECK of seq and
  * txid, which a DROP EXTENSION ... CASCADE took away.
  */
@@ -1171,9 +1273,8 @@ complete_partitions(EoOutbox *ob)
 		EoPartition *p = (EoPartition *) lfirst(lc);
 
 		if (!OidIsValid(get_relation_constraint_oid(p->relid, "eo_outbox_row", true)))
-			run_sql(psprintf("ALTER TABLE %s ADD CONSTRAINT eo_outbox_row"
-							 " CHECK (eo_internal.eo_outbox_row_check(txid, seq)) NOT VALID",
-							 p->name));
+			run_sql(psprintf("ALTER TABLE %s ADD CONSTRAINT eo_outbox_row CHECK (%s) NOT VALID",
+							 p->name, eo_ob_row_check_expr(ob)));
 	}
 }
 
@@ -1254,6 +1355,8 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 	}
 	eo_move_relation(relid, a.nsp, a.name);
 	registry_changed();
+	if (a.mode == EO_OUTBOX_WAL)
+		warn_forgeable(a.name);
 	eo_restore_identity(&saved);
 	SPI_finish();
 
@@ -1289,9 +1392,13 @@ eo_outbox_drop(PG_FUNCTION_ARGS)
 		get_rel_relkind(row.relid) == (row.mode == EO_OUTBOX_TABLE ?
 									   RELKIND_PARTITIONED_TABLE : RELKIND_RELATION))
 	{
+		Oid			view = get_relname_relid(psprintf("%s_v", name), eo_catalog()->schema);
+
 		eo_check_own_relation(row.relid, get_rel_relkind(row.relid), false,
 							  psprintf("table of outbox \"%s\"", name));
-		eo_drop_relation(row.relid);
+		if (OidIsValid(view))
+			eo_drop_relation(view, true);
+		eo_drop_relation(row.relid, false);
 	}
 	values[0] = CStringGetTextDatum(name);
 	rc = SPI_execute_with_args("WITH s AS (DELETE FROM eo_internal.eo_outbox_slots"

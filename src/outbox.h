@@ -47,7 +47,9 @@ typedef struct EoOutbox
 	Interval	every;			/* partition_interval */
 	int32		premake;
 	Interval	retention;
-	char	   *qualname;		/* schema.table, quoted, as named now */
+	char	   *qualname;		/* schema.table, quoted, as named now (messages) */
+	Oid			view;			/* eo_internal.<name>_v: statements name this */
+	char	   *view_name;		/* ... eo_internal."<name>_v", quoted */
 	char	   *wal_prefix;		/* logical message prefix (WAL mode) */
 	SPIPlanPtr	emit_plan;		/* INSERT of one event, run as the caller */
 	SPIPlanPtr	page_plan;		/* one page of a batch, run as the caller */
@@ -69,6 +71,7 @@ extern void eo_ob_check_plan(EoOutbox *ob, SPIPlanPtr plan);
 extern List *eo_ob_names(char mode);
 extern char *eo_ob_slot_expr(const EoOutbox *ob, const char *alias);
 extern char *eo_ob_slot_expr_for(int32 slots, const char *column);
+extern char *eo_ob_row_check_expr(const EoOutbox *ob);
 
 /*
  * outbox_partitions.c: the partitions of a table-mode outbox, all in
@@ -108,6 +111,6 @@ extern void eo_cluster_check_seq(Oid seqid);
 extern void eo_attach_partition(Oid parent, const char *partition,
 								const char *lo, const char *hi);
 extern void eo_move_relation(Oid relid, Oid nsp, const char *newname);
-extern void eo_drop_relation(Oid relid);
+extern void eo_drop_relation(Oid relid, bool cascade);
 
 #endif							/* EO_OUTBOX_H */

@@ -83,6 +83,7 @@ eo_ob_partitions(EoOutbox *ob)
 	List	   *parts = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 	ListCell   *lc;
+	int			pinned = eo_pin_datetime();
 
 	if (SPI_execute_with_args(PARTITIONS_SQL " ORDER BY 4 NULLS LAST",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
@@ -107,6 +108,7 @@ eo_ob_partitions(EoOutbox *ob)
 		parts = lappend(parts, p);
 		MemoryContextSwitchTo(old);
 	}
+	eo_unpin(pinned);
 	foreach(lc, parts)
 		eo_check_own_relation(((EoPartition *) lfirst(lc))->relid, RELKIND_RELATION, true,
 							  psprintf("partition of outbox \"%s\"", ob->name));
@@ -120,8 +122,8 @@ make_partition(EoOutbox *ob, const char *part, const char *lo, const char *hi)
 	char	   *table = eo_internal_name(part);
 
 	run_sql(psprintf("CREATE TABLE %s (LIKE eo_internal.eo_outbox_template)", table));
-	run_sql(psprintf("ALTER TABLE %s ADD CONSTRAINT eo_outbox_row"
-					 " CHECK (eo_internal.eo_outbox_row_check(txid, seq)) NOT VALID", table));
+	run_sql(psprintf("ALTER TABLE %s ADD CONSTRAINT eo_outbox_row CHECK (%s) NOT VALID",
+					 table, eo_ob_row_check_expr(ob)));
 	eo_attach_partition(ob->relid, part, lo, hi);
 }
 
@@ -140,6 +142,7 @@ eo_ob_make_partitions(EoOutbox *ob)
 	char	  **los;
 	char	  **his;
 	char	  **suffixes;
+	int			pinned = eo_pin_datetime();
 
 	values[0] = ObjectIdGetDatum(ob->relid);
 	values[1] = IntervalPGetDatum(&ob->every);
@@ -177,6 +180,7 @@ eo_ob_make_partitions(EoOutbox *ob)
 		make_partition(ob, part, los[i], his[i]);
 		made = lappend(made, part);
 	}
+	eo_unpin(pinned);
 	return made;
 }
 
@@ -211,7 +215,7 @@ drop_partition(EoOutbox *ob, const EoPartition *part)
 		LockRelationOid(part->relid, AccessExclusiveLock);
 		if (eo_relay_partition_delivered(ob, part))
 		{
-			eo_drop_relation(part->relid);
+			eo_drop_relation(part->relid, true);
 			ReleaseCurrentSubTransaction();
 		}
 		else
@@ -303,11 +307,13 @@ retire_partitions(EoOutbox *ob, List *actions)
 typedef struct MaintainCall
 {
 	const char *name;
+	bool		retire;			/* drop partitions (else make them ahead) */
 	List	   *actions;
 } MaintainCall;
 
+/* One of an outbox's two steps; each runs in a subtransaction of its own. */
 static void
-maintain_one(void *arg)
+maintain_step(void *arg)
 {
 	MaintainCall *call = (MaintainCall *) arg;
 	EoOutbox   *ob = eo_ob_lookup(call->name, ShareUpdateExclusiveLock, true);
@@ -317,6 +323,11 @@ maintain_one(void *arg)
 	if (ob == NULL)
 		return;					/* dropped meanwhile */
 	eo_cluster_check(ob);		/* before the delivery checks */
+	if (call->retire)
+	{
+		call->actions = retire_partitions(ob, NIL);
+		return;
+	}
 	foreach(lc, eo_ob_make_partitions(ob))
 	{
 		Action	   *a = palloc(sizeof(Action));
@@ -325,13 +336,14 @@ maintain_one(void *arg)
 		a->partition = eo_internal_name((char *) lfirst(lc));
 		call->actions = lappend(call->actions, a);
 	}
-	call->actions = retire_partitions(ob, call->actions);
 }
 
 /*
- * Keep every table-mode outbox, each in a subtransaction; report what was
- * done through `report`.  Returns how many outboxes failed (each logged as
- * a WARNING).  SPI connected, as the owner; at READ COMMITTED.
+ * Keep every table-mode outbox: make partitions ahead, then drop old ones,
+ * each step of each outbox in a subtransaction (a partition that cannot
+ * be dropped never keeps the next ones from being made); report what was
+ * done through `report`.  Returns how many steps failed (each logged as a
+ * WARNING).  SPI connected, as the owner; at READ COMMITTED.
  */
 int
 eo_ob_maintain_all(EoMaintainReport report, void *arg)
@@ -341,22 +353,26 @@ eo_ob_maintain_all(EoMaintainReport report, void *arg)
 
 	foreach(lc, eo_ob_names(EO_OUTBOX_TABLE))
 	{
-		MaintainCall call = {(const char *) lfirst(lc), NIL};
-		ErrorData  *error;
-		ListCell   *al;
-
-		if (!eo_try(maintain_one, &call, &error))
+		for (int retire = 0; retire <= 1; retire++)
 		{
-			eo_warn_failure(error, psprintf("maintenance of outbox \"%s\"", call.name),
-							"The other outboxes were maintained.");
-			failed++;
-			continue;
+			MaintainCall call = {(const char *) lfirst(lc), retire == 1, NIL};
+			ErrorData  *error;
+			ListCell   *al;
+
+			if (!eo_try(maintain_step, &call, &error))
+			{
+				eo_warn_failure(error, psprintf("%s of outbox \"%s\"",
+												retire ? "retention" : "maintenance", call.name),
+								"The other outboxes were maintained.");
+				failed++;
+				continue;
+			}
+			if (report == NULL)
+				continue;
+			foreach(al, call.actions)
+				report(call.name, ((Action *) lfirst(al))->action,
+					   ((Action *) lfirst(al))->partition, arg);
 		}
-		if (report == NULL)
-			continue;
-		foreach(al, call.actions)
-			report(call.name, ((Action *) lfirst(al))->action,
-				   ((Action *) lfirst(al))->partition, arg);
 	}
 	return failed;
 }

@@ -100,10 +100,48 @@ max_gen(const EoGenSet *set)
 }
 
 /*
+ * A generation table goes with DROP EXTENSION (an automatic dependency on
+ * the extension), as it did when it was a member, but it is not a member,
+ * so that pg_dump dumps it with its keys.  A restore does not bring the
+ * dependency back: eo_gen_bind_all gives it again.
+ */
+static void
+bind_to_extension(Oid relid)
+{
+	ObjectAddress table;
+	ObjectAddress ext;
+
+	ObjectAddressSet(table, RelationRelationId, relid);
+	ObjectAddressSet(ext, ExtensionRelationId, eo_catalog()->ext);
+	recordDependencyOn(&table, &ext, DEPENDENCY_AUTO);
+}
+
+/* Every registered generation table that lacks it gets that dependency. */
+void
+eo_gen_bind_all(const EoGenSet *set)
+{
+	run_sql(psprintf("SELECT g.relid FROM %s g"
+					 " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid"
+					 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend d"
+					 "   WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+					 "   AND d.objid OPERATOR(pg_catalog.=) g.relid"
+					 "   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass)",
+					 qualified(set, set->registry)), SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		bind_to_extension(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														 SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	if (SPI_processed > 0)
+		CommandCounterIncrement();
+}
+
+/*
  * Make generation `gen` (or the next number whose table name is free: a
  * schema-only restore leaves empty generation tables behind, unregistered)
- * in `state`.  Generation tables are not members of the extension, so
- * that pg_dump dumps them with their keys.  Returns the number made.
+ * in `state`.  Returns the number made.
  */
 static int32
 make_generation(const EoGenSet *set, int32 gen, char state)
@@ -119,6 +157,7 @@ make_generation(const EoGenSet *set, int32 gen, char state)
 	run_sql(psprintf("CREATE TABLE %s (LIKE %s INCLUDING ALL)",
 					 table, qualified(set, set->template)), SPI_OK_UTILITY);
 	run_sql(psprintf("REVOKE ALL ON TABLE %s FROM PUBLIC", table), SPI_OK_UTILITY);
+	bind_to_extension(get_relname_relid(relname, nsp));
 	run_sql(psprintf("INSERT INTO %s (gen, relid, state, started_at) VALUES (%d, '%u', '%c', %s)",
 					 qualified(set, set->registry), gen,
 					 get_relname_relid(relname, nsp), state,
@@ -281,6 +320,39 @@ eo_gen_retire(const EoGenSet *set, int32 gen)
 	registry_changed(set);
 }
 
+typedef struct DropCall
+{
+	const EoGenSet *set;
+	int32		gen;
+	Oid			relid;
+	bool		dropped;
+} DropCall;
+
+/* Drop one retired generation if its lock is free; unregister it. */
+static void
+drop_one(void *arg)
+{
+	DropCall   *call = (DropCall *) arg;
+
+	call->dropped = false;
+	if (get_rel_name(call->relid) != NULL)
+	{
+		if (!ConditionalLockRelationOid(call->relid, AccessExclusiveLock))
+			return;				/* still read by a call that started earlier */
+		eo_check_own_relation(call->relid, RELKIND_RELATION, true, "retired key generation");
+
+		/*
+		 * CASCADE: nobody else may make anything depend on eo's tables (a
+		 * view naming one would keep it from ever being dropped).
+		 */
+		run_sql(psprintf("DROP TABLE %s CASCADE",
+						 qualified(call->set, get_rel_name(call->relid))), SPI_OK_UTILITY);
+	}
+	run_sql(psprintf("DELETE FROM %s WHERE gen OPERATOR(pg_catalog.=) %d",
+					 qualified(call->set, call->set->registry), call->gen), SPI_OK_DELETE);
+	call->dropped = true;
+}
+
 /*
  * Drop retired generations whose retirement committed earlier.  Every key
  * store call reads the live generations afresh when it starts
@@ -288,7 +360,9 @@ eo_gen_retire(const EoGenSet *set, int32 gen)
  * running then can touch the table, and they hold a lock on it until their
  * transaction ends.  The drop takes its lock only if it is free: it never
  * waits, so nothing queues behind it, and a table still in use is dropped
- * by a later pass.  Returns how many were dropped.
+ * by a later pass.  Each table is dropped in a subtransaction of its own:
+ * one that cannot be dropped is a WARNING, not the end of the others.
+ * Returns how many were dropped.
  */
 int
 eo_gen_drop_retired(const EoGenSet *set)
@@ -315,17 +389,14 @@ eo_gen_drop_retired(const EoGenSet *set)
 
 	for (uint64 i = 0; i < n; i++)
 	{
-		char	   *relname = get_rel_name(relids[i]);
+		DropCall	call = {set, gens[i], relids[i], false};
+		ErrorData  *error;
 
-		if (relname != NULL)
-		{
-			if (!ConditionalLockRelationOid(relids[i], AccessExclusiveLock))
-				continue;		/* still read by a call that started earlier */
-			run_sql(psprintf("DROP TABLE %s", qualified(set, relname)), SPI_OK_UTILITY);
-		}
-		run_sql(psprintf("DELETE FROM %s WHERE gen OPERATOR(pg_catalog.=) %d",
-						 qualified(set, set->registry), gens[i]), SPI_OK_DELETE);
-		dropped++;
+		if (!eo_try(drop_one, &call, &error))
+			eo_warn_failure(error, psprintf("dropping key generation %d", gens[i]),
+							"The other generations were dropped.");
+		else if (call.dropped)
+			dropped++;
 	}
 	return dropped;
 }

@@ -395,7 +395,7 @@ prepare_page_plan(EoOutbox *ob)
 										   " AND e.seq OPERATOR(pg_catalog.>) $2 AND e.seq OPERATOR(pg_catalog.<=) $3"
 										   " AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, $4)"
 										   " AND pg_catalog.pg_visible_in_snapshot(e.txid, $5)"
-										   " ORDER BY e.seq LIMIT $6", slot, ob->qualname, slot),
+										   " ORDER BY e.seq LIMIT $6", slot, ob->view_name, slot),
 								  6, types);
 }
 
@@ -834,7 +834,7 @@ serve_old(RelayCall *call, Slot *s, PageReceiver *r)
 													" AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, $4)"
 													" AND NOT coalesce(e.seq OPERATOR(pg_catalog.<=) $5"
 													"   AND pg_catalog.pg_visible_in_snapshot(e.txid, $6), false)"
-													" ORDER BY e.seq LIMIT $7", slot, call->ob->qualname, slot),
+													" ORDER BY e.seq LIMIT $7", slot, call->ob->view_name, slot),
 											 7, (Oid *) types);
 	}
 	eo_restore_identity(&owner);
@@ -1176,8 +1176,9 @@ eo_relay_release(PG_FUNCTION_ARGS)
 /*
  * eo_group_create(outbox, consumer_group, start_at): 'beginning' delivers
  * every event the outbox still holds, 'now' only events of transactions
- * that commit from now on.  Needs SELECT on the outbox; the group belongs
- * to `owner` (default: the caller), a role the caller is a member of.
+ * that commit from now on.  For members of the outbox's role, with SELECT
+ * on it; the group belongs to `owner` (default: the caller), a role the
+ * caller is a member of.
  */
 Datum
 eo_group_create(PG_FUNCTION_ARGS)
@@ -1203,7 +1204,10 @@ eo_group_create(PG_FUNCTION_ARGS)
 				 errmsg("invalid start_at \"%s\"", start),
 				 errhint("Use \"beginning\" or \"now\".")));
 
-	/* As for ALTER ... OWNER TO: only to a role one is a member of. */
+	/*
+	 * A group holds back the outbox's retention: its owner's decision.  And
+	 * as for ALTER ... OWNER TO: only to a role one is a member of.
+	 */
 	if (!is_member_of_role(caller, owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -1212,6 +1216,7 @@ eo_group_create(PG_FUNCTION_ARGS)
 				 errhint("Only members of a role may give it a consumer group.")));
 
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	eo_ob_check_owner(ob, "create a consumer group of");
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);

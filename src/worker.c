@@ -305,7 +305,20 @@ extension_present(void)
 
 	if (!OidIsValid(ext))
 		return false;
-	LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+	if (!ConditionalLockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock))
+	{
+		/*
+		 * Only the extension's owner can hold a conflicting lock (DROP or
+		 * ALTER EXTENSION): wait for it, however long, unlike the pinned
+		 * lock_timeout that bounds waits on others' objects.
+		 */
+		int			level = NewGUCNestLevel();
+
+		(void) set_config_option("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE,
+								 GUC_ACTION_SAVE, true, 0, false);
+		LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+		AtEOXact_GUC(true, level);
+	}
 	if (!OidIsValid(get_extension_oid("eo", true)))
 		return false;
 	if (!OidIsValid(get_namespace_oid(EO_INTERNAL_SCHEMA, true)))
@@ -370,7 +383,13 @@ pin_session(void)
 		{"default_transaction_isolation", "read committed"},
 		{"default_transaction_deferrable", "off"},
 		{"statement_timeout", "0"},
-		{"lock_timeout", "0"},
+		/*
+		 * a lock someone holds (an open ANALYZE, a prepared transaction)
+		 * makes that object's step give up until the next pass, not the
+		 * pass hang; and no writer queues behind a pass for longer
+		 */
+		{"lock_timeout", "100ms"},
+		{"exit_on_error", "off"},	/* an object's error must stay an error */
 		{"idle_in_transaction_session_timeout", "0"},
 		{"transaction_timeout", "0"},	/* 17 and later */
 		{"default_table_access_method", "heap"},

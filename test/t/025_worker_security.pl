@@ -63,7 +63,7 @@ CREATE FUNCTION planned() RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE
 # Swap the outbox: public is the owner's schema, so the drop is allowed.
 my $log_offset = -s $node->logfile;
 as_dbo(q{
-DROP TABLE public.billing;
+DROP TABLE public.billing CASCADE;   -- (takes eo's view of it along)
 CREATE TABLE public.billing (
     id uuid NOT NULL DEFAULT gen_random_uuid(),
     aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL,
@@ -96,6 +96,7 @@ is($node->safe_psql('shop', q{SELECT count(*) FROM ran}),
 
 # Settings the owner may make for the database cannot stop the worker.
 as_dbo(q{
+ALTER DATABASE shop SET exit_on_error = on;
 ALTER DATABASE shop SET default_transaction_read_only = on;
 ALTER DATABASE shop SET statement_timeout = '1ms';
 ALTER DATABASE shop SET lock_timeout = '1ms';
@@ -108,7 +109,30 @@ $ENV{PGOPTIONS} = '-c default_transaction_read_only=off -c statement_timeout=0 '
 $node->safe_psql('shop', "SELECT eo_claim('abandoned', lease => '1 s')");
 ok( $node->poll_query_until(
 		'shop', "SELECT state FROM eo_status('abandoned')", 'failed'),
-	'read-only, timeouts and search_path for the database: the lease is still reclaimed');
+	'read-only, timeouts, search_path and exit_on_error for the database: the lease is still reclaimed');
+$newest = $node->safe_psql('shop', q{
+SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'other'::regclass ORDER BY c.relname DESC LIMIT 1});
+$node->safe_psql('shop', "DROP TABLE $newest");
+ok($node->poll_query_until('shop', "SELECT to_regclass('$newest') IS NOT NULL"),
+	'... and with exit_on_error the broken outbox still does not stop the others');
+
+# A lock the owner holds on an outbox (an ANALYZE left open) makes that
+# outbox wait for a later pass; the pass itself goes on.
+my $hold_in = "BEGIN; ANALYZE public.other; SELECT 'held';\n";
+my $hold_out = '';
+my $hold = IPC::Run::start(
+	[ 'psql', '-XAtq', '-f', '-', '-d', $node->connstr('shop') ],
+	'<', \$hold_in, '>', \$hold_out, '2>', \my $hold_err);
+$hold->pump until $hold_out =~ /held/;
+$node->safe_psql('shop', "SELECT eo_claim('abandoned2', lease => '1 s')");
+ok( $node->poll_query_until(
+		'shop', "SELECT state FROM eo_status('abandoned2')", 'failed'),
+	'an outbox locked by someone else does not hang the pass: leases are still reclaimed');
+ok($node->log_contains(qr/eo: maintenance of outbox "other" failed: canceling statement due to lock timeout/),
+	'... it is logged, and retried on the next pass');
+$hold_in .= "ROLLBACK;\n";
+$hold->finish;
 
 # eo's settings: not the owner's to set for the database; a superuser's.
 my ($ret, $stdout, $stderr) = $node->psql('shop',
@@ -116,7 +140,7 @@ my ($ret, $stdout, $stderr) = $node->psql('shop',
 isnt($ret, 0, 'the database owner cannot set eo.partition_interval for the database');
 like($stderr, qr/permission denied to set parameter "eo.partition_interval"/,
 	'... permission denied');
-$node->safe_psql('postgres', q{CREATE EXTENSION eo});
+$node->safe_psql('postgres', q{CREATE EXTENSION eo; SELECT eo_claim('first')});
 $node->safe_psql('postgres', q{ALTER DATABASE shop SET eo.partition_interval = '2s'});
 my $gen0 = $node->safe_psql('shop',
 	"SELECT max(gen) FROM eo_internal.eo_generations WHERE state = 'c'");
