@@ -401,12 +401,11 @@ eo_pin_datetime(void)
 {
 	int			level = NewGUCNestLevel();
 
-	/* PGC_S_OVERRIDE: above the worker's pinned values too */
-	(void) set_config_option("DateStyle", "ISO, YMD", PGC_SUSET, PGC_S_OVERRIDE,
+	(void) set_config_option("DateStyle", "ISO, YMD", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("IntervalStyle", "postgres", PGC_SUSET, PGC_S_OVERRIDE,
+	(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("TimeZone", "UTC", PGC_SUSET, PGC_S_OVERRIDE,
+	(void) set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }

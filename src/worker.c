@@ -314,7 +314,7 @@ extension_present(void)
 		 */
 		int			level = NewGUCNestLevel();
 
-		(void) set_config_option("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE,
+		(void) set_config_option("lock_timeout", "0", PGC_SUSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
 		LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
 		AtEOXact_GUC(true, level);
