@@ -2,7 +2,9 @@
  * compat.h
  *	  Every PostgreSQL-version difference eo cares about, in one place.
  *
- * The target is PostgreSQL 15; the shims below let 13-17 follow.
+ * eo supports PostgreSQL 15 and later, tested on 15, 17 and 18
+ * (tools/matrix.sh).  No other file tests PG_VERSION_NUM: a call that
+ * differs between versions goes through an eo_* macro or inline here.
  *-------------------------------------------------------------------------
  */
 #ifndef EO_COMPAT_H
@@ -81,6 +83,50 @@ typedef bool EoUpdateIndexes;
 #define EO_MY_LXID (MyProc->vxid.lxid)
 #else
 #define EO_MY_LXID (MyProc->lxid)
+#endif
+
+/* PGPROC lost its pgprocno field in 17; MyProcNumber is this backend's. */
+#if PG_VERSION_NUM >= 170000
+#define EO_MY_PROCNO ((int) MyProcNumber)
+#else
+#define EO_MY_PROCNO (MyProc->pgprocno)
+#endif
+
+/* getIdentitySequence() takes the relation, not its OID, from 17 on. */
+#include "catalog/dependency.h"
+#if PG_VERSION_NUM >= 170000
+static inline Oid
+eo_identity_sequence(Oid relid, AttrNumber attnum, bool missing_ok)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	Oid			seqid = getIdentitySequence(rel, attnum, missing_ok);
+
+	table_close(rel, AccessShareLock);
+	return seqid;
+}
+#else
+#define eo_identity_sequence(relid, attnum, missing_ok) \
+	getIdentitySequence((relid), (attnum), (missing_ok))
+#endif
+
+/* pg_namespace_aclcheck() became object_aclcheck() in 16. */
+#include "utils/acl.h"
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_namespace.h"
+#define eo_namespace_aclcheck(nspid, roleid, mode) \
+	object_aclcheck(NamespaceRelationId, (nspid), (roleid), (mode))
+#else
+#define eo_namespace_aclcheck(nspid, roleid, mode) \
+	pg_namespace_aclcheck((nspid), (roleid), (mode))
+#endif
+
+/* index_beginscan() takes instrumentation (none here) from 18 on. */
+#if PG_VERSION_NUM >= 180000
+#define eo_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
+#else
+#define eo_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
 #endif
 
 /* get_extension_schema() is exported from 16 on; read pg_extension before. */

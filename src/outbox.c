@@ -363,7 +363,7 @@ reload_entry(EoOutbox *ob)
 
 		ob->seqid = InvalidOid;
 		if (mode == EO_OUTBOX_TABLE)
-			ob->seqid = getIdentitySequence(relid, get_attnum(relid, "seq"), false);
+			ob->seqid = eo_identity_sequence(relid, get_attnum(relid, "seq"), false);
 	}
 	if (mode == EO_OUTBOX_TABLE && ob->emit_plan == NULL)
 	{
@@ -784,7 +784,7 @@ check_create_args(FunctionCallInfo fcinfo, CreateArgs *a)
 		a->nsp = get_extension_schema(get_extension_oid("eo", false));
 	else
 		a->nsp = get_namespace_oid(NameStr(*PG_GETARG_NAME(1)), false);
-	acl = pg_namespace_aclcheck(a->nsp, GetUserId(), ACL_CREATE);
+	acl = eo_namespace_aclcheck(a->nsp, GetUserId(), ACL_CREATE);
 	if (acl != ACLCHECK_OK)
 		aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(a->nsp));
 
