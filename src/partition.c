@@ -288,14 +288,24 @@ eo_gen_drop_retired(const EoGenSet *set)
 	for (uint64 i = 0; i < n; i++)
 	{
 		char	   *relname = get_rel_name(relids[i]);
+		Oid			rowtype;
 
 		if (relname != NULL)
 		{
 			if (!ConditionalLockRelationOid(relids[i], AccessExclusiveLock))
 				continue;		/* still read by a call that started earlier */
 
-			/* A member of the extension can only go once it is let go. */
+			/*
+			 * A member of the extension can only go once it is let go.  On
+			 * PostgreSQL 17 and 18 (not 15) a table made by CREATE EXTENSION
+			 * has its row type and that type's array type as members too.
+			 */
+			rowtype = get_rel_type_id(relids[i]);
 			deleteDependencyRecordsForClass(RelationRelationId, relids[i],
+											ExtensionRelationId, DEPENDENCY_EXTENSION);
+			deleteDependencyRecordsForClass(TypeRelationId, rowtype,
+											ExtensionRelationId, DEPENDENCY_EXTENSION);
+			deleteDependencyRecordsForClass(TypeRelationId, get_array_type(rowtype),
 											ExtensionRelationId, DEPENDENCY_EXTENSION);
 			CommandCounterIncrement();
 			run_sql(psprintf("DROP TABLE %s", qualified(set, relname)), SPI_OK_UTILITY);
