@@ -19,9 +19,8 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 
-/* MarkGUCPrefixReserved() replaced EmitWarningsOnPlaceholders() in 15. */
 #if PG_VERSION_NUM < 150000
-#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#error "eo needs PostgreSQL 15 or later"
 #endif
 
 /*
@@ -43,8 +42,7 @@
 
 /*
  * Index maintenance after a direct heap write (keystore.c).  16 added the
- * "only summarizing indexes" case to both calls; 13 found the result
- * relation through the EState.
+ * "only summarizing indexes" case to both calls.
  */
 #include "access/tableam.h"
 #include "executor/executor.h"
@@ -58,14 +56,8 @@ typedef TU_UpdateIndexes EoUpdateIndexes;
 typedef bool EoUpdateIndexes;
 #define EO_UPDATE_NEEDS_INDEXES(u) (u)
 #define EO_UPDATE_ONLY_SUMMARIZING(u) false
-#if PG_VERSION_NUM >= 140000
 #define eo_insert_index_tuples(rri, slot, estate, only_summarizing) \
 	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
-#else
-#define eo_insert_index_tuples(rri, slot, estate, only_summarizing) \
-	((estate)->es_result_relation_info = (rri), \
-	 ExecInsertIndexTuples((slot), (estate), false, NULL, NIL))
-#endif
 #endif
 
 /* LogLogicalMessage() takes a "flush" argument from 17 on. */
