@@ -279,6 +279,8 @@ run_version() {
         made=$(sed -n 's/^chroot .* made in //p' "$logf.chroot")
         start=$SECONDS
         copy_tree "$dir/root/eo"
+        # The chroot's /tmp holds only what earlier (perhaps killed) runs left.
+        find "$dir/tmp" -xdev -mindepth 1 -delete
         mount_chroot "$dir"
         logged "$logf" test_in_chroot "$major" "$dir" || rc=$?
         umount_all
