@@ -311,6 +311,7 @@ main() {
     LOGS=${EO_MATRIX_LOGS:-$(mktemp -d /tmp/eo-matrix.XXXXXX)}
     mkdir -p "$LOGS"
     WORK=$(mktemp -d /tmp/eo-matrix-src.XXXXXX)
+    chmod 755 "$WORK"   # test.sh runs initdb and pg_ctl from in there as postgres
     local total=$SECONDS
     for v in $versions; do run_version "$v"; done
     rm -rf --one-file-system "$WORK"
