@@ -136,6 +136,7 @@ remove_tree() {
 on_exit() {
     local rc=$?
     umount_all
+    [ -z "${WORK:-}" ] || rm -rf --one-file-system "$WORK"
     exit "$rc"
 }
 
@@ -314,7 +315,6 @@ main() {
     chmod 755 "$WORK"   # test.sh runs initdb and pg_ctl from in there as postgres
     local total=$SECONDS
     for v in $versions; do run_version "$v"; done
-    rm -rf --one-file-system "$WORK"
     log "matrix summary (logs in $LOGS, $(fmt_time $((SECONDS - total))) in all)"
     printf '%s\n' "${SUMMARY[@]}"
     [ "$ANY_FAILED" -eq 0 ] || { echo "matrix: FAILED"; exit 1; }
