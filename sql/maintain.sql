@@ -32,7 +32,8 @@ BEGIN
     RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
 EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
+        regexp_replace(regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N'),
+                       '\((-?[0-9]+)( [a-zA-Z]+)? \.\. (-?[0-9]+)( [a-zA-Z]+)?\)', '(\1 .. \3)');
 END
 $fn$;
 

@@ -34,7 +34,8 @@ BEGIN
     RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
 EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ': ' ||
-        regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N');
+        regexp_replace(regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N'),
+                       '\((-?[0-9]+)( [a-zA-Z]+)? \.\. (-?[0-9]+)( [a-zA-Z]+)?\)', '(\1 .. \3)');
 END
 $fn$;
 
@@ -254,20 +255,13 @@ SELECT name, context, vartype, unit, min_val, max_val, boot_val
 FROM pg_settings
 WHERE name IN ('eo.retention', 'eo.partition_interval')
 ORDER BY name;
-SET eo.retention = 0;
-SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
-SET eo.retention = '3651d';
-SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
-SET eo.retention = -1;
-SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
-SET eo.retention = 'forever';
-SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
-SET eo.partition_interval = 0;
-SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
-SET eo.partition_interval = '31d';
-SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
-SET eo.partition_interval = '500ms';
-SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+SELECT eo_test_try($$SET eo.retention = 0$$) AS retention_0;
+SELECT eo_test_try($$SET eo.retention = '3651d'$$) AS retention_3651d;
+SELECT eo_test_try($$SET eo.retention = -1$$) AS retention_minus_1;
+SELECT eo_test_try($$SET eo.retention = 'forever'$$) AS retention_forever;
+SELECT eo_test_try($$SET eo.partition_interval = 0$$) AS partition_interval_0;
+SELECT eo_test_try($$SET eo.partition_interval = '31d'$$) AS partition_interval_31d;
+SELECT eo_test_try($$SET eo.partition_interval = '500ms'$$) AS partition_interval_500ms;
 -- the bounds themselves are accepted; units are shown
 SET eo.retention = '3650d';
 SHOW eo.retention;

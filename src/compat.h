@@ -2,7 +2,9 @@
  * compat.h
  *	  Every PostgreSQL-version difference eo cares about, in one place.
  *
- * The target is PostgreSQL 15; the shims below let 13-17 follow.
+ * eo supports PostgreSQL 15 and later, tested on 15, 17 and 18
+ * (tools/matrix.sh).  No other file tests PG_VERSION_NUM: a call that
+ * differs between versions goes through an eo_* macro or inline here.
  *-------------------------------------------------------------------------
  */
 #ifndef EO_COMPAT_H
@@ -17,9 +19,8 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 
-/* MarkGUCPrefixReserved() replaced EmitWarningsOnPlaceholders() in 15. */
 #if PG_VERSION_NUM < 150000
-#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#error "eo needs PostgreSQL 15 or later"
 #endif
 
 /*
@@ -41,8 +42,7 @@
 
 /*
  * Index maintenance after a direct heap write (keystore.c).  16 added the
- * "only summarizing indexes" case to both calls; 13 found the result
- * relation through the EState.
+ * "only summarizing indexes" case to both calls.
  */
 #include "access/tableam.h"
 #include "executor/executor.h"
@@ -56,14 +56,8 @@ typedef TU_UpdateIndexes EoUpdateIndexes;
 typedef bool EoUpdateIndexes;
 #define EO_UPDATE_NEEDS_INDEXES(u) (u)
 #define EO_UPDATE_ONLY_SUMMARIZING(u) false
-#if PG_VERSION_NUM >= 140000
 #define eo_insert_index_tuples(rri, slot, estate, only_summarizing) \
 	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
-#else
-#define eo_insert_index_tuples(rri, slot, estate, only_summarizing) \
-	((estate)->es_result_relation_info = (rri), \
-	 ExecInsertIndexTuples((slot), (estate), false, NULL, NIL))
-#endif
 #endif
 
 /* LogLogicalMessage() takes a "flush" argument from 17 on. */
@@ -83,37 +77,32 @@ typedef bool EoUpdateIndexes;
 #define EO_MY_LXID (MyProc->lxid)
 #endif
 
+/* PGPROC lost its pgprocno field in 17; MyProcNumber is this backend's. */
+#if PG_VERSION_NUM >= 170000
+#define EO_MY_PROCNO ((int) MyProcNumber)
+#else
+#define EO_MY_PROCNO (MyProc->pgprocno)
+#endif
+
 /* pg_namespace_aclcheck() became object_aclcheck() in 16. */
 #include "utils/acl.h"
 #if PG_VERSION_NUM >= 160000
-#define eo_namespace_aclcheck(nsp, role, mode) \
-	object_aclcheck(NamespaceRelationId, (nsp), (role), (mode))
+#include "catalog/pg_namespace.h"
+#define eo_namespace_aclcheck(nspid, roleid, mode) \
+	object_aclcheck(NamespaceRelationId, (nspid), (roleid), (mode))
 #else
-#define eo_namespace_aclcheck(nsp, role, mode) \
-	pg_namespace_aclcheck((nsp), (role), (mode))
+#define eo_namespace_aclcheck(nspid, roleid, mode) \
+	pg_namespace_aclcheck((nspid), (roleid), (mode))
 #endif
 
-/* get_extension_schema() is exported from 16 on; read pg_extension before. */
-#if PG_VERSION_NUM < 160000
-static inline Oid
-get_extension_schema(Oid ext_oid)
-{
-	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			result = InvalidOid;
-
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ext_oid));
-	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		result = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return result;
-}
+/* index_beginscan() takes instrumentation (none here) from 18 on. */
+#if PG_VERSION_NUM >= 180000
+#define eo_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
+#else
+#define eo_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
 #endif
+
 
 #endif							/* EO_COMPAT_H */

@@ -199,7 +199,7 @@ register_waiter(uint32 bell)
 	{
 		uint32		n = pg_atomic_read_u32(&shared->nwaiters);
 
-		shared->waiters[n].procno = MyProc->pgprocno;
+		shared->waiters[n].procno = EO_MY_PROCNO;
 		shared->waiters[n].bell = bell;
 		pg_atomic_write_u32(&shared->nwaiters, n + 1);
 		ok = true;
@@ -214,7 +214,7 @@ unregister_waiter(void)
 {
 	SpinLockAcquire(&shared->mutex);
 	for (uint32 i = 0; i < pg_atomic_read_u32(&shared->nwaiters); i++)
-		if (shared->waiters[i].procno == MyProc->pgprocno)
+		if (shared->waiters[i].procno == EO_MY_PROCNO)
 		{
 			uint32		last = pg_atomic_read_u32(&shared->nwaiters) - 1;
 

@@ -30,17 +30,13 @@ void		_PG_init(void);
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 
 static void
 eo_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	RequestAddinShmemSpace(add_size(eo_doorbell_shmem_size(), eo_stats_shmem_size()));
 }
 
@@ -55,16 +51,12 @@ eo_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/* Shared memory is requested in _PG_init before 15, in a hook from 15 on. */
+/* Shared memory is requested in a hook (since 15, the oldest eo supports). */
 static void
 eo_shmem_hooks(void)
 {
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = eo_shmem_request;
-#else
-	eo_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = eo_shmem_startup;
 }

@@ -511,7 +511,7 @@ ks_fetch(Generation *g, text *key, Snapshot snapshot, EoKey *row,
 
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(key));
-	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	scan = eo_index_beginscan(heap, index, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)

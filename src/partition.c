@@ -333,6 +333,7 @@ static void
 drop_one(void *arg)
 {
 	DropCall   *call = (DropCall *) arg;
+	Oid			rowtype;
 
 	call->dropped = false;
 	if (get_rel_name(call->relid) != NULL)
@@ -340,6 +341,18 @@ drop_one(void *arg)
 		if (!ConditionalLockRelationOid(call->relid, AccessExclusiveLock))
 			return;				/* still read by a call that started earlier */
 		eo_check_own_relation(call->relid, RELKIND_RELATION, true, "retired key generation");
+
+		/*
+		 * A generation made by CREATE EXTENSION 0.1.0 was updated out of the
+		 * extension, but on PostgreSQL 17 and 18 (not 15) its row type and
+		 * that type's array type were members too: let them go as well.
+		 */
+		rowtype = get_rel_type_id(call->relid);
+		deleteDependencyRecordsForClass(TypeRelationId, rowtype,
+										ExtensionRelationId, DEPENDENCY_EXTENSION);
+		deleteDependencyRecordsForClass(TypeRelationId, get_array_type(rowtype),
+										ExtensionRelationId, DEPENDENCY_EXTENSION);
+		CommandCounterIncrement();
 
 		/*
 		 * CASCADE: nobody else may make anything depend on eo's tables (a

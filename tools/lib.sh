@@ -2,10 +2,13 @@
 # tools/lib.sh -- shared helpers for tools/test.sh and tools/demo.sh.
 # Sourced, not run.  Callers have already done `set -euo pipefail`.
 #
-# Set PG_CONFIG to use another PostgreSQL 15 installation; set EO_KEEP=1 to
-# keep the scratch directory (repo copy, data directory, logs) for debugging.
+# Set EO_PG_MAJOR to use another major version of the Debian (apt.postgresql.org
+# layout) packages (default 15; tools/matrix.sh runs 15, 17 and 18), or
+# PG_CONFIG to use another installation; set EO_KEEP=1 to keep the scratch
+# directory (repo copy, data directory, logs) for debugging.
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+EO_PG_MAJOR=${EO_PG_MAJOR:-15}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$EO_PG_MAJOR/bin/pg_config}
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUN_USER=postgres          # the Debian packages create it; initdb refuses root
 EO_TMP=""                  # scratch dir: src/ (repo copy), pg/ (cluster)
@@ -13,6 +16,9 @@ PGBIN=""
 
 log() { printf '\n== %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The Debian packages that provide all of it.
+PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc"
 
 # Everything a fresh Debian 12 machine lacks to build and test the extension.
 missing_tools() {
@@ -29,12 +35,12 @@ ensure_packages() {
     missing=$(missing_tools | paste -sd' ')
     if [ -n "$missing" ]; then
         [ "$(id -u)" -eq 0 ] ||
-            die "missing: $missing; as root run: apt-get install postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc"
+            die "missing: $missing; as root run: apt-get install $PACKAGES"
         log "installing packages (missing: $missing)"
         apt-get update
-        # On Debian 12 postgresql-15 also ships pgbench and the contrib modules.
-        DEBIAN_FRONTEND=noninteractive apt-get install -y \
-            postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc
+        # postgresql-N also ships pgbench and the contrib modules.
+        # shellcheck disable=SC2086  # a list of names
+        DEBIAN_FRONTEND=noninteractive apt-get install -y $PACKAGES
         missing=$(missing_tools | paste -sd' ')
         [ -z "$missing" ] || die "still missing after apt-get: $missing"
     fi
@@ -57,7 +63,7 @@ build_install() {
 }
 
 # Run a command as the unprivileged user that owns the scratch tree, with the
-# PostgreSQL 15 binaries first on PATH (runuser would otherwise reset PATH).
+# PostgreSQL binaries first on PATH (runuser would otherwise reset PATH).
 as_pg() {
     local path="$PGBIN:$PATH"
     if [ "$(id -u)" -eq 0 ]; then

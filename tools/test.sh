@@ -63,17 +63,21 @@ show_failure_output() {
 }
 
 # The source of the released 0.1.0, for the upgrade test (test/t/111):
-# from git history, when this is a clone that has it.
-EO_RELEASED_0_1_0=7f10a79   # the commit released as 0.1.0
+# put there by tools/matrix.sh (.released/), or from git history when this
+# is a clone that has it (tools/releases names the commit).
 old_source() {
-    local dir=$EO_TMP/eo-0.1.0
-    if git -C "$REPO_ROOT" cat-file -e "$EO_RELEASED_0_1_0^{commit}" 2>/dev/null; then
+    local dir=$EO_TMP/eo-0.1.0 commit
+    commit=$(awk '$1 == "0.1.0" { print $2 }' "$REPO_ROOT/tools/releases")
+    if [ -d "$REPO_ROOT/.released/eo-0.1.0" ]; then
+        mkdir -p "$dir" && cp -a "$REPO_ROOT/.released/eo-0.1.0/." "$dir/"
+    elif git -C "$REPO_ROOT" cat-file -e "$commit^{commit}" 2>/dev/null; then
         mkdir -p "$dir"
-        git -C "$REPO_ROOT" archive "$EO_RELEASED_0_1_0" | tar -C "$dir" -xf -
-        export EO_OLD_SOURCE=$dir
+        git -C "$REPO_ROOT" archive "$commit" | tar -C "$dir" -xf -
     else
-        log "no git history with $EO_RELEASED_0_1_0: the upgrade test will be skipped"
+        log "neither .released/ nor git history with $commit: the upgrade test is skipped"
+        return 0
     fi
+    export EO_OLD_SOURCE=$dir
 }
 
 main() {

@@ -25,8 +25,10 @@ my $old = $ENV{EO_OLD_SOURCE};
 plan skip_all => 'EO_OLD_SOURCE (the 0.1.0 source, set by tools/test.sh) is not set'
   unless defined $old && -d $old;
 
-my $root = tempdir(CLEANUP => 1);
 my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
+plan skip_all => '0.1.0 was released for PostgreSQL 15 only'
+  unless `$pg_config --version` =~ /PostgreSQL 15\./;
+my $root = tempdir(CLEANUP => 1);
 my %dir = map { $_ => `$pg_config --$_` } qw(bindir pkglibdir sharedir);
 chomp %dir;
 
