@@ -31,7 +31,7 @@
  *
  * Index bounds.  The only index is (slot, seq), so a batch is read as a
  * seq range of the slot, filtered by the two visibility tests.  Upper
- * end: hi(S), the identity sequence's last value read after S was taken;
+ * end: hi(S), the seq sequence's last value read after S was taken;
  * a transaction visible in S drew its seqs before it committed, before S.
  * Lower end: lo(P), a seq below which no event invisible in P can lie.
  * Every event's txid was assigned no later than its seq was drawn (the
@@ -578,7 +578,6 @@ group_max_token(RelayCall *call)
 
 typedef struct Cut
 {
-	bool		taken;
 	Datum		snap;
 	FullTransactionId xmin;
 	int64		hi;
@@ -629,7 +628,6 @@ take_cut(EoOutbox *ob, Cut *cut)
 	cut->hi = isnull ? 0 : DatumGetInt64(hi);
 	/* Read after hi: every txid from here on draws seqs above hi. */
 	cut->next_xid = ReadNextFullTransactionId();
-	cut->taken = true;
 }
 
 /* lo(S): see the comment at the top of this file. */
@@ -950,9 +948,14 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 			served = serve_batch(&call, &s, &r);
 		else
 		{
-			/* One snapshot serves every slot this call looks at. */
-			if (!cut.taken)
-				take_cut(ob, &cut);
+			/*
+			 * The snapshot is taken after the slot is locked, for each slot:
+			 * one taken earlier in this call (for another slot) can be older
+			 * than the position another relay acknowledged for this slot
+			 * meanwhile, and moving the slot to it would hand the events in
+			 * between out again.
+			 */
+			take_cut(ob, &cut);
 			served = start_batch(&call, &s, &cut, &r);
 		}
 		s.has_fetched = true;
