@@ -110,6 +110,15 @@ static const struct
 	{"txid", XID8OID},
 	{"seq", INT8OID},
 };
+/* The columns both modes make (outbox_columns' first seven), as DDL. */
+#define DEBEZIUM_COLUMNS \
+	" id pg_catalog.uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()," \
+	" aggregatetype pg_catalog.text NOT NULL," \
+	" aggregateid pg_catalog.text NOT NULL," \
+	" type pg_catalog.text NOT NULL," \
+	" payload pg_catalog.jsonb," \
+	" headers pg_catalog.jsonb," \
+	" created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()"
 #define TABLE_MODE_COLUMNS 9
 #define WAL_MODE_COLUMNS 7
 #define CREATED_AT_ATTNUM 7
@@ -1130,14 +1139,7 @@ static void
 create_table_mode(const char *tmp)
 {
 	run_sql(psprintf(
-					 "CREATE TABLE %s ("
-					 " id pg_catalog.uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),"
-					 " aggregatetype pg_catalog.text NOT NULL,"
-					 " aggregateid pg_catalog.text NOT NULL,"
-					 " type pg_catalog.text NOT NULL,"
-					 " payload pg_catalog.jsonb,"
-					 " headers pg_catalog.jsonb,"
-					 " created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
+					 "CREATE TABLE %s (" DEBEZIUM_COLUMNS ","
 					 " txid pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),"
 					 " seq pg_catalog.int8 NOT NULL"
 					 ") PARTITION BY RANGE (created_at)",
@@ -1150,14 +1152,7 @@ create_wal_mode(const CreateArgs *a, const char *tmp)
 	char	   *table = eo_internal_name(tmp);
 
 	run_sql(psprintf(
-					 "CREATE TABLE %s ("
-					 " id pg_catalog.uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),"
-					 " aggregatetype pg_catalog.text NOT NULL,"
-					 " aggregateid pg_catalog.text NOT NULL,"
-					 " type pg_catalog.text NOT NULL,"
-					 " payload pg_catalog.jsonb,"
-					 " headers pg_catalog.jsonb,"
-					 " created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),"
+					 "CREATE TABLE %s (" DEBEZIUM_COLUMNS ","
 					 " CONSTRAINT %s CHECK (false)"
 					 ")",
 					 table, quote_identifier(psprintf("%s_wal_mode_use_eo_emit", a->name))));

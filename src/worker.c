@@ -181,6 +181,21 @@ pass_running(DbPass *pass)
 		GetBackgroundWorkerPid(pass->handle, &pid) != BGWH_STOPPED;
 }
 
+/* A short-lived worker in database `dboid` that runs eo's `function`. */
+static void
+db_worker(BackgroundWorker *worker, const char *function, const char *name, Oid dboid)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "eo");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s for database %u", name, dboid);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "eo worker");
+	worker->bgw_main_arg = ObjectIdGetDatum(dboid);
+}
+
 /* Start a pass in `dboid` unless one runs; false if no worker slot is free. */
 static bool
 start_pass(Oid dboid)
@@ -194,16 +209,7 @@ start_pass(Oid dboid)
 		pfree(pass->handle);
 	pass->handle = NULL;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "eo");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "eo_db_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "eo worker for database %u", dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "eo worker");
-	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-
+	db_worker(&worker, "eo_db_worker_main", "eo worker", dboid);
 	if (RegisterDynamicBackgroundWorker(&worker, &pass->handle))
 		return true;
 	pass->handle = NULL;
@@ -529,15 +535,7 @@ eo_run_first_generation_helper(void)
 	BackgroundWorkerHandle *handle;
 	pid_t		pid;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "eo");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "eo_first_generation_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "eo first generation for database %u", MyDatabaseId);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "eo worker");
-	worker.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
+	db_worker(&worker, "eo_first_generation_main", "eo first generation", MyDatabaseId);
 	worker.bgw_notify_pid = MyProcPid;
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
