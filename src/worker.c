@@ -42,6 +42,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
@@ -411,10 +412,23 @@ pin_session(void)
 		{"client_min_messages", "notice"},
 	};
 
+	/*
+	 * Who the session is: ALTER DATABASE ... SET session_authorization or
+	 * role would otherwise make the pass run (and be logged) as a role the
+	 * database owner chose.  Checking a role name reads the catalog, hence
+	 * the transaction; a setting made with GUC_ACTION_SET outlives it.
+	 */
+	StartTransactionCommand();
+	(void) set_config_option("session_authorization",
+							 GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false), PGC_SUSET,
+							 PGC_S_OVERRIDE, GUC_ACTION_SET, true, 0, false);
+	(void) set_config_option("role", "none", PGC_SUSET,
+							 PGC_S_OVERRIDE, GUC_ACTION_SET, true, 0, false);
 	for (int i = 0; i < lengthof(pinned); i++)
 		if (GetConfigOption(pinned[i][0], true, false) != NULL)
 			(void) set_config_option(pinned[i][0], pinned[i][1], PGC_SUSET,
 									 PGC_S_OVERRIDE, GUC_ACTION_SET, true, 0, false);
+	CommitTransactionCommand();
 }
 
 typedef struct ReclaimArg

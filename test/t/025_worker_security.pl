@@ -10,7 +10,9 @@
 # - ALTER DATABASE ... SET default_transaction_read_only, statement and
 #   lock timeouts, search_path: the worker still reclaims expired leases;
 # - eo's own settings are superuser-only: the owner cannot set them for
-#   the database, a superuser can, and the worker honours that.
+#   the database, a superuser can, and the worker honours that;
+# - ALTER DATABASE ... SET session_authorization or role: the worker's
+#   DDL still does not run as the owner.
 
 use strict;
 use warnings;
@@ -77,13 +79,18 @@ CREATE TABLE public.billing_all PARTITION OF public.billing
 
 # The other outbox loses a partition made ahead; a pass that goes on past
 # the broken outbox makes it again.
-my $newest = $node->safe_psql('shop', q{
+# Drops the other outbox's newest partition (after running $also, if
+# given) and says whether the worker makes it again.
+sub partition_remade
+{
+	my ($also) = @_;
+	my $newest = $node->safe_psql('shop', q{
 SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'other'::regclass ORDER BY c.relname DESC LIMIT 1});
-$node->safe_psql('shop', "DROP TABLE $newest");
-ok( $node->poll_query_until(
-		'shop', "SELECT to_regclass('$newest') IS NOT NULL"),
-	'the worker makes the other outbox\'s partition again');
+	$node->safe_psql('shop', "DROP TABLE $newest;" . ($also // ''));
+	return $node->poll_query_until('shop', "SELECT to_regclass('$newest') IS NOT NULL");
+}
+ok(partition_remade(), 'the worker makes the other outbox\'s partition again');
 ok($node->wait_for_log(qr/eo: maintenance of outbox "billing" failed: table of outbox "billing" was dropped/,
 		$log_offset),
 	'the swapped outbox is logged, by name');
@@ -110,11 +117,7 @@ $node->safe_psql('shop', "SELECT eo_claim('abandoned', lease => '1 s')");
 ok( $node->poll_query_until(
 		'shop', "SELECT state FROM eo_status('abandoned')", 'failed'),
 	'read-only, timeouts, search_path and exit_on_error for the database: the lease is still reclaimed');
-$newest = $node->safe_psql('shop', q{
-SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = 'other'::regclass ORDER BY c.relname DESC LIMIT 1});
-$node->safe_psql('shop', "DROP TABLE $newest");
-ok($node->poll_query_until('shop', "SELECT to_regclass('$newest') IS NOT NULL"),
+ok(partition_remade(),
 	'... and with exit_on_error the broken outbox still does not stop the others');
 
 # A lock the owner holds on an outbox (an ANALYZE left open) makes that
@@ -149,6 +152,30 @@ ok($node->poll_query_until('shop',
 	'a superuser\'s eo.partition_interval for the database reaches the worker');
 is($node->safe_psql('postgres', q{SELECT max(gen) FROM eo_internal.eo_generations WHERE state = 'c'}),
 	'1', '... and only that database');
+
+# Who the worker is: the owner's session_authorization or role for the
+# database would have the passes run (and be logged) as the owner.  A
+# superuser's event trigger sees who makes the partitions.
+my $me = $node->safe_psql('shop', 'SELECT current_user');
+$node->safe_psql('shop', q{
+CREATE TABLE ddl_seen (sess name, cur name, what text);
+GRANT INSERT ON ddl_seen TO PUBLIC;
+CREATE FUNCTION see_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.ddl_seen SELECT session_user, current_user, tg_tag;
+END $$;
+CREATE EVENT TRIGGER see_ddl ON ddl_command_end EXECUTE FUNCTION see_ddl();
+});
+as_dbo(q{
+ALTER DATABASE shop SET session_authorization = 'dbo';
+ALTER DATABASE shop SET role = 'dbo';
+});
+$ENV{PGOPTIONS} .= " -c session_authorization=$me -c role=none";
+ok(partition_remade('TRUNCATE ddl_seen'),
+	'session_authorization and role set for the database: the worker still makes partitions');
+is($node->safe_psql('shop',
+		q{SELECT count(*) > 0, count(*) FILTER (WHERE 'dbo' IN (sess, cur)) FROM ddl_seen}),
+	't|0', '... and none of its DDL ran as the database owner');
 
 $node->stop;
 done_testing();
