@@ -110,7 +110,8 @@ typedef struct Generation
 typedef struct KeyStore
 {
 	bool		loaded;			/* schema, registry, owner known */
-	bool		gens_valid;		/* gens[] is current */
+	bool		gens_valid;		/* no invalidation since gens[] was read */
+	bool		gens_complete;	/* ... and reading it did not fail midway */
 	Oid			registry_relid;
 	Oid			token_seq_relid;
 	EoGenSet	genset;
@@ -220,7 +221,11 @@ ks_key_index(Oid relid)
 	}
 	table_close(rel, NoLock);
 	if (!OidIsValid(result))
-		elog(ERROR, "eo: key table %u has no unique index on key", relid);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("key generation \"%s\" has no unique index on key", get_rel_name(relid)),
+				 errdetail("A restore makes its index last; until it is there, eo does not use the key store."),
+				 errhint("Let the restore finish: pg_restore's post-data section makes it.")));
 	return result;
 }
 
@@ -276,9 +281,10 @@ ks_read_registry(void)
 static void
 ks_load_generations(void)
 {
-	while (!store.gens_valid)
+	while (!store.gens_valid || !store.gens_complete)
 	{
 		store.gens_valid = true;
+		store.gens_complete = false;	/* until every member is filled in */
 		ks_forget_generations();
 		ks_read_registry();
 		for (int i = 0; i < store.ngens; i++)
@@ -291,6 +297,7 @@ ks_load_generations(void)
 			g->table = eo_internal_name(get_rel_name(g->relid));
 			MemoryContextSwitchTo(old);
 		}
+		store.gens_complete = true;
 	}
 }
 

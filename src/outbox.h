@@ -106,6 +106,7 @@ extern bool eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part);
  */
 extern void eo_cluster_check(EoOutbox *ob);
 extern void eo_cluster_check_seq(Oid seqid);
+extern void eo_cluster_check_slot(int64 sysid, const char *outbox);
 
 /* ddl.c: DDL on relations named by OID, never by a name someone could swap */
 extern void eo_attach_partition(Oid parent, const char *partition,

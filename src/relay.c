@@ -147,13 +147,14 @@ typedef struct Slot
 	Datum		old_batch_snap;
 	int64		old_acked_seq;
 	bool		page_old;		/* the page handed out is of those */
+	int64		sysid;			/* the cluster of its snapshots (cluster.c) */
 } Slot;
 
 #define SLOT_COLUMNS \
 	"slot, pos_snap, pos_lo, batch_snap, batch_hi, batch_lo, acked_seq," \
 	" page_state, page_end, page_last, page_count, lease_token, lease_expires_at," \
 	" hist_xid, hist_seq, fetched_at, acked_at, old_hi, old_seq, old_pos_snap," \
-	" old_pos_lo, old_batch_snap, old_acked_seq, page_old"
+	" old_pos_lo, old_batch_snap, old_acked_seq, page_old, sysid"
 
 /*
  * A lease token: the group's id above this many bits, a value of
@@ -482,6 +483,8 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 	}
 	d = column(tup, desc, 24, &isnull);
 	s->page_old = !isnull && DatumGetBool(d);
+	d = column(tup, desc, 25, &isnull);
+	s->sysid = isnull ? 0 : DatumGetInt64(d);
 }
 
 #define PARAM(i, value, isnull) \
@@ -554,6 +557,7 @@ pick_slot(EoOutbox *ob, const char *grp, TimestampTz now, List *tried, Slot *s)
 	if (SPI_processed == 0)
 		return false;
 	read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
+	eo_cluster_check_slot(s->sysid, ob->name);
 	return true;
 }
 
@@ -1044,6 +1048,7 @@ find_token(RelayCall *call, int64 token, Slot *s)
 	if (SPI_processed == 1)
 	{
 		read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
+		eo_cluster_check_slot(s->sysid, call->ob->name);
 		return;
 	}
 	if (token > 0 && (token >> TOKEN_GROUP_SHIFT) == call->group_id &&
