@@ -145,13 +145,11 @@ AS 'MODULE_PATHNAME', 'eo_outbox_row_check'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Column defaults and constraints run as whoever inserts: producers need
--- EXECUTE.  eo_outbox_next_seq draws only from outbox sequences of eo's.
--- USAGE on eo_internal lets producers' and relays' statements name the
--- views of outboxes there (security_invoker: the caller's rights on the
--- outbox table count); every table in it has no grants.
+-- EXECUTE (not USAGE on eo_internal: stored expressions name nothing).
+-- eo_outbox_next_seq draws only from registered outboxes' sequences, for
+-- roles that may insert into the outbox.
 GRANT EXECUTE ON FUNCTION eo_internal.eo_outbox_next_seq(pg_catalog.regclass),
     eo_internal.eo_outbox_row_check(pg_catalog.xid8, pg_catalog.int8, pg_catalog.regclass) TO PUBLIC;
-GRANT USAGE ON SCHEMA eo_internal TO PUBLIC;
 
 -- What a partition of a table-mode outbox is made LIKE.  Partitions live
 -- in eo_internal and are attached to the outbox by OID; each carries the

@@ -54,6 +54,19 @@ SELECT eo_outbox_create('swapme', schema => 'regress_eo_mal', slots => 1)::text;
 SELECT eo_outbox_create('trig', schema => 'regress_eo_mal', slots => 1)::text;
 SELECT eo_outbox_create('honest', slots => 1)::text;
 SELECT eo_outbox_create('other', slots => 1)::text;
+-- A grantee of eo_outbox_create who is not the extension's owner cannot
+-- have eo adopt a table (taking it over with the owner's rights) that
+-- happens to carry the name: that is for restores, an administrator's call.
+CREATE TABLE regress_eo_mal.taken (LIKE honest);
+ALTER TABLE regress_eo_mal.taken OWNER TO regress_eo_mallory;
+GRANT EXECUTE ON FUNCTION eo_outbox_create(text, name, text, int4, interval, int4, interval, bool)
+    TO regress_eo_mallory;
+SET ROLE regress_eo_mallory;
+SELECT eo_test_try($$SELECT eo_outbox_create('taken', schema => 'regress_eo_mal')$$);
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION eo_outbox_create(text, name, text, int4, interval, int4, interval, bool)
+    FROM regress_eo_mallory;
+DROP TABLE regress_eo_mal.taken;
 GRANT INSERT ON regress_eo_mal.swapme, regress_eo_mal.trig, honest TO regress_eo_app;
 GRANT SELECT ON regress_eo_mal.swapme, regress_eo_mal.trig, honest TO regress_eo_reader;
 GRANT TRIGGER ON regress_eo_mal.trig TO regress_eo_mallory;
@@ -187,8 +200,9 @@ DROP FUNCTION public.eo_keys(int), public.eo_outbox_maintain(int), public.eo_key
 SELECT eo_outbox_create('pinbox', slots => 1, retention => '1 day')::text;
 CREATE TABLE eo_internal.pinbox_2020 PARTITION OF pinbox
     FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00');
+SELECT 'eo_internal.pinbox_2020'::regclass::oid AS pin_oid \gset
 SET ROLE regress_eo_mallory;
-CREATE VIEW regress_eo_mal.pin AS SELECT 'eo_internal.pinbox_2020'::regclass AS pinned;
+CREATE VIEW regress_eo_mal.pin AS SELECT :'pin_oid'::regclass AS pinned;
 RESET ROLE;
 SELECT outbox, action, partition FROM eo_outbox_maintain() WHERE outbox = 'pinbox';
 SELECT to_regclass('regress_eo_mal.pin') IS NULL AS pinning_view_gone;
@@ -267,11 +281,18 @@ SELECT eo_test_try($$CREATE TRIGGER zz_reseq BEFORE INSERT ON honest
 RESET ROLE;
 -- Nor a seq drawn from another outbox's sequence, through a table made
 -- LIKE that outbox (the default comes along): it would be a duplicate here.
+-- Drawing needs INSERT on the outbox the sequence belongs to ...
 GRANT SELECT ON other TO regress_eo_app;
 SET ROLE regress_eo_app;
 CREATE TEMP TABLE draw (LIKE other INCLUDING DEFAULTS);
 CREATE FUNCTION pg_temp.draw() RETURNS int8 LANGUAGE sql
     AS $$ INSERT INTO draw (aggregatetype, aggregateid, type) VALUES ('x', 'x', 'x') RETURNING seq $$;
+SELECT eo_test_try($$INSERT INTO honest (aggregatetype, aggregateid, type, seq)
+                     SELECT 'o', '1', 'x', pg_temp.draw() RETURNING 1$$);
+RESET ROLE;
+-- ... and one drawn with it is still refused by the outbox it is put in
+GRANT INSERT ON other TO regress_eo_app;
+SET ROLE regress_eo_app;
 SELECT eo_test_try($$INSERT INTO honest (aggregatetype, aggregateid, type, seq)
                      SELECT 'o', '1', 'x', pg_temp.draw() RETURNING 1$$);
 DROP FUNCTION pg_temp.draw();

@@ -100,6 +100,7 @@ extern Oid	eo_own_relation(const char *relname, char relkind);
 extern void eo_become_owner(EoIdentity *saved);
 extern void eo_restore_identity(const EoIdentity *saved);
 extern struct _SPI_plan *eo_prepare_kept(const char *sql, int nargs, Oid *argtypes);
+extern void eo_plan_ready(struct _SPI_plan *plan);
 extern bool eo_plan_relations_are(struct _SPI_plan *plan, Oid a, Oid b);
 extern bool eo_try(void (*fn) (void *), void *arg, ErrorData **error);
 extern int	eo_pin_datetime(void);

@@ -303,6 +303,26 @@ eo_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
+ * Make `plan` valid now, as the owner (acting as the owner when called): a
+ * statement that names objects in eo_internal, which only the owner may
+ * name, is parsed again after an invalidation, and that must not happen
+ * when it then runs as the caller.  Running it right after this takes no
+ * lock it does not hold yet, so no invalidation can come in between.
+ */
+void
+eo_plan_ready(SPIPlanPtr plan)
+{
+	EoIdentity	saved;
+	CachedPlan *cplan;
+
+	eo_become_owner(&saved);
+	cplan = SPI_plan_get_cached_plan(plan);
+	if (cplan != NULL)
+		ReleaseCachedPlan(cplan, CurrentResourceOwner);
+	eo_restore_identity(&saved);
+}
+
+/*
  * Did the last execution of `plan` (one statement) act on relations `a`
  * and `b` only?  Defence in depth: eo's statements name views in
  * eo_internal, which nobody else can replace (outbox.c), but a plan is

@@ -35,7 +35,9 @@
  * look-alike under the old name would let a statement planned or run by
  * name hit the look-alike): they name eo_internal.<outbox>_v, a view of
  * the table, bound to it by OID when made, WITH (security_invoker), so the
- * caller's own rights on the table count.  Tables are made in eo_internal
+ * caller's own rights on the table count.  Only the extension owner may
+ * name anything in eo_internal, so eo plans these statements as the owner
+ * (eo_plan_ready) and runs them as the caller.  Tables are made in eo_internal
  * and only then moved, by OID, into the schema the caller chose.
  *
  * Process model: per backend.  Each backend caches one entry per outbox it
@@ -137,8 +139,9 @@ static HTAB *outboxes = NULL;
 static MemoryContext CacheContext = NULL;
 static bool callback_registered = false;
 
-/* Sequences eo_outbox_next_seq was allowed to draw from (see there). */
+/* Sequences eo_outbox_next_seq may draw from, and their outboxes' tables. */
 static List *approved_seqs = NIL;
+static List *approved_tables = NIL;
 
 /* One row of the registry. */
 typedef struct RegistryRow
@@ -195,10 +198,13 @@ ob_invalidate(Datum arg, Oid relid)
 	}
 	else
 		invalidate_entries(relid);
-	if (!OidIsValid(relid) || list_member_oid(approved_seqs, relid))
+	if (!OidIsValid(relid) || relid == store.registry_relid ||
+		list_member_oid(approved_seqs, relid) || list_member_oid(approved_tables, relid))
 	{
 		list_free(approved_seqs);
+		list_free(approved_tables);
 		approved_seqs = NIL;
+		approved_tables = NIL;
 	}
 }
 
@@ -689,28 +695,42 @@ static Oid	drawn_from;			/* ... from this sequence */
 static LocalTransactionId drawn_lxid = InvalidLocalTransactionId;
 
 /*
- * Only the seq sequence of an outbox table: owned by the extension owner
- * and by a column "seq" of a table the extension owner owns.  Without this
- * check anyone who may insert could draw from any sequence through it.
+ * The table of the outbox whose seq sequence `seqid` is, from the registry;
+ * an error if it is none.  Cached (approved_seqs, approved_tables): only
+ * registered outboxes' sequences may be drawn from through
+ * eo_outbox_next_seq.
  */
-static void
-approve_sequence(Oid seqid)
+static Oid
+approved_table(Oid seqid)
 {
-	Oid			table;
-	int32		col;
-	char	   *colname;
+	EoIdentity	saved;
+	Oid			types[1] = {REGCLASSOID};
+	Datum		values[1] = {ObjectIdGetDatum(seqid)};
+	Oid			table = InvalidOid;
 	MemoryContext old;
+	ListCell   *s,
+			   *t;
 
-	if (list_member_oid(approved_seqs, seqid))
-		return;
-	eo_check_own_relation(seqid, RELKIND_SEQUENCE, false, "outbox sequence");
-	if (!sequenceIsOwned(seqid, DEPENDENCY_AUTO, &table, &col) ||
-		(colname = get_attname(table, col, true)) == NULL ||
-		strcmp(colname, "seq") != 0)
+	forboth(s, approved_seqs, t, approved_tables)
+		if (lfirst_oid(s) == seqid)
+			return lfirst_oid(t);
+
+	registry_begin(&saved);
+	if (SPI_execute_with_args("SELECT relid FROM eo_internal.eo_outboxes WHERE seq OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: outbox lookup failed");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		table = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	registry_end(&saved);
+	if (!OidIsValid(table))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("sequence %u is not the seq sequence of an outbox", seqid)));
-	eo_check_own_relation(table, get_rel_relkind(table), false, "outbox table");
+	eo_check_own_relation(seqid, RELKIND_SEQUENCE, false, "outbox sequence");
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(ob_invalidate, (Datum) 0);
@@ -718,7 +738,26 @@ approve_sequence(Oid seqid)
 	}
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	approved_seqs = lappend_oid(approved_seqs, seqid);
+	approved_tables = lappend_oid(approved_tables, table);
 	MemoryContextSwitchTo(old);
+	return table;
+}
+
+/*
+ * Drawing from an outbox's sequence takes what inserting into the outbox
+ * takes: INSERT on it.  (nextval_internal checks nothing: without this,
+ * anyone could burn another outbox's values, or read its event rate.)
+ */
+static void
+approve_sequence(Oid seqid)
+{
+	Oid			table = approved_table(seqid);
+
+	if (pg_class_aclcheck(table, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to draw seq of an outbox without INSERT on %s",
+						get_rel_name(table))));
 }
 
 /*
@@ -836,13 +875,17 @@ emit_to_table(EoOutbox *ob, const EmitArgs *a)
 	if (ob->emit_plan == NULL)
 	{
 		Oid			types[6] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID};
+		EoIdentity	saved;
 
 		/* txid, seq and created_at come from the table's defaults. */
+		eo_become_owner(&saved);
 		ob->emit_plan = eo_prepare_kept(psprintf(
 											   "INSERT INTO %s (id, aggregatetype, aggregateid, type, payload, headers)"
 											   " VALUES ($1, $2, $3, $4, $5, $6)", ob->view_name),
 									  6, types);
+		eo_restore_identity(&saved);
 	}
+	eo_plan_ready(ob->emit_plan);
 	rc = SPI_execute_plan(ob->emit_plan, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: insert into outbox \"%s\" failed: %s",
@@ -1310,6 +1353,12 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 	relid = get_relname_relid(a.name, a.nsp);
 	if (OidIsValid(relid))
 	{
+		/* whoever created it is not known any more: an administrator's call */
+		if (!has_privs_of_role(caller, eo_catalog()->owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("relation \"%s\" already exists", a.name),
+					 errdetail("Adopting a table eo made earlier takes the rights of the extension's owner.")));
 		check_adoptable(&a, relid);
 		eo_move_relation(relid, eo_catalog()->schema, tmp);
 	}

@@ -378,7 +378,10 @@ as_caller(RelayCall *call, EoIdentity *owner)
 	SetUserIdAndSecContext(call->caller.userid, call->caller.sec_context);
 }
 
-/* The page statement, prepared as the caller (it reads the outbox). */
+/*
+ * The page statement: it names the outbox's view in eo_internal, so it is
+ * prepared as the owner (relay_begin switched), and run as the caller.
+ */
 static void
 prepare_page_plan(EoOutbox *ob)
 {
@@ -764,6 +767,7 @@ run_statement(RelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
 	options.params = params;
 	options.read_only = false;	/* a snapshot newer than S: sees all of it */
 	options.dest = &r->pub;
+	eo_plan_ready(plan);		/* as the owner: it names eo_internal */
 	as_caller(call, &owner);
 	rc = SPI_execute_plan_extended(plan, &options);
 	if (rc != SPI_OK_SELECT)
@@ -784,7 +788,6 @@ run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
 	Oid			types[6] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID};
 	Datum		values[6];
 	bool		nulls[6] = {false, false, false, false, false, false};
-	EoIdentity	owner;
 
 	values[0] = Int32GetDatum(s->slot);
 	values[1] = Int64GetDatum(lower);
@@ -792,9 +795,7 @@ run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
 	values[3] = p_snap;
 	values[4] = s_snap;
 	values[5] = Int64GetDatum((int64) r->max + 1);
-	as_caller(call, &owner);
 	prepare_page_plan(call->ob);
-	eo_restore_identity(&owner);
 	return run_statement(call, call->ob->page_plan, 6, types, values, nulls, r);
 }
 
@@ -811,7 +812,6 @@ serve_old(RelayCall *call, Slot *s, PageReceiver *r)
 	PG_SNAPSHOTOID, INT8OID};
 	Datum		values[7];
 	bool		nulls[7] = {false, false, false, false, false, false, false};
-	EoIdentity	owner;
 
 	values[0] = Int32GetDatum(s->slot);
 	values[1] = Int64GetDatum(Max(s->old_seq, s->old_pos_lo - 1));
@@ -823,7 +823,6 @@ serve_old(RelayCall *call, Slot *s, PageReceiver *r)
 	nulls[5] = !s->has_old_batch;
 	values[6] = Int64GetDatum((int64) r->max + 1);
 
-	as_caller(call, &owner);
 	if (call->ob->old_plan == NULL)
 	{
 		char	   *slot = eo_ob_slot_expr(call->ob, "e");
@@ -839,7 +838,6 @@ serve_old(RelayCall *call, Slot *s, PageReceiver *r)
 													" ORDER BY e.seq LIMIT $7", slot, call->ob->view_name, slot),
 											 7, (Oid *) types);
 	}
-	eo_restore_identity(&owner);
 	if (run_statement(call, call->ob->old_plan, 7, types, values, nulls, r) > 0)
 		return true;
 	s->has_old = false;
