@@ -58,7 +58,7 @@ DECLARE
 BEGIN
     FOR t IN SELECT k.oid::regclass FROM pg_class k
               WHERE k.relkind = 'r' AND k.relname LIKE pattern
-                AND k.relnamespace = 'public'::regnamespace
+                AND k.relnamespace::regnamespace::text IN ('public', 'eo_internal')
     LOOP
         EXECUTE format('SELECT count(*) FROM %s', t) INTO c;
         n := n + c;
