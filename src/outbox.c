@@ -79,6 +79,7 @@
 #include "utils/memutils.h"
 #include "utils/partcache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -310,7 +311,10 @@ registry_end(EoIdentity *saved)
 
 /*
  * Read outbox `name` from the registry, as the owner (nobody else may read
- * eo_internal); false if it is not there.
+ * eo_internal); false if it is not there.  With the latest snapshot, as
+ * the catalog is read: after waiting for a lock on an outbox that was
+ * being dropped, its row is gone as its table is, whatever snapshot the
+ * statement that waited started with.
  */
 static bool
 read_registry(const char *name, RegistryRow *row)
@@ -321,7 +325,8 @@ read_registry(const char *name, RegistryRow *row)
 
 	registry_begin(&saved);
 	values[0] = CStringGetTextDatum(name);
-	if (SPI_execute_plan(store.find_plan, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_snapshot(store.find_plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "eo: outbox lookup failed");
 	found = SPI_processed == 1;
 	if (found)
@@ -432,7 +437,7 @@ current_qualname(Oid relid)
 
 /* Re-read one outbox from the registry and verify it; false if not there. */
 static bool
-reload_entry(EoOutbox *ob)
+reload_entry(EoOutbox *ob, LOCKMODE lockmode)
 {
 	RegistryRow row;
 	MemoryContext old;
@@ -440,6 +445,16 @@ reload_entry(EoOutbox *ob)
 
 	ob->bell_known = false;		/* the outbox may be another one now */
 	if (!read_registry(ob->name, &row))
+		return false;
+
+	/*
+	 * Lock the table before looking at it: a drop in progress is waited
+	 * for here, and if it took the table, the registry is read again (the
+	 * row went with it if the drop was eo_outbox_drop's).
+	 */
+	LockRelationOid(row.relid, lockmode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(row.relid)) &&
+		!read_registry(ob->name, &row))
 		return false;
 	if (row.relid != ob->relid || row.mode != ob->mode)
 		free_entry_plans(ob);
@@ -514,7 +529,7 @@ eo_ob_lookup(const char *name, LOCKMODE lockmode, bool missing_ok)
 	}
 	for (;;)
 	{
-		if (!ob->valid && !reload_entry(ob))
+		if (!ob->valid && !reload_entry(ob, lockmode))
 			break;
 		LockRelationOid(ob->relid, lockmode);
 		if (ob->valid)
@@ -803,7 +818,7 @@ eo_outbox_row_check(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_CHECK_VIOLATION),
 				 errmsg("seq and txid of an outbox event are set by eo"),
 				 errdetail("The relay orders and delivers events by these columns."),
-				 errhint("Insert events without the seq and txid columns.")));
+				 errhint("Insert events without the seq and txid columns.  To restore events, restore the whole dump, or its sections in order, into an empty database: not --data-only after --schema-only.")));
 	PG_RETURN_BOOL(true);
 }
 
