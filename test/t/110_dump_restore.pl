@@ -220,6 +220,20 @@ WHERE sysid = (SELECT system_identifier FROM pg_control_system())}),
 	$node->stop;
 }
 
+# The schema, then the data, in two runs of pg_restore: the outbox's
+# constraints are already there and refuse the events, saying what to do.
+{
+	my $node = new_node('schema_then_data');
+	$node->safe_psql('postgres', q{CREATE ROLE app; CREATE ROLE relay; CREATE DATABASE shop;});
+	$node->command_ok([ 'pg_restore', '--exit-on-error', '--schema-only',
+		'-d', $node->connstr('shop'), $dump ], 'schema then data: schema restored');
+	$node->command_fails_like([ 'pg_restore', '--exit-on-error', '--data-only',
+		'-d', $node->connstr('shop'), $dump ],
+		qr/seq and txid of an outbox event are set by eo.*\n(.*\n)*.*HINT:  .*restore the whole dump, or its sections in order, into an empty database/,
+		'schema then data: the events are refused, with what to do instead');
+	$node->stop;
+}
+
 # A schema-only restore: claims work, the outbox is adopted.
 {
 	my $node = new_node('schema_only');
