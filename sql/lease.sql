@@ -173,6 +173,17 @@ SELECT status FROM eo_claim('lease:to-txn-fail');
 SELECT eo_fail('lease:to-txn-fail', 'boom', retry_after => '1 hour');
 COMMIT;
 SELECT eo_test_try(format($$SELECT eo_complete('lease:to-txn-fail', '"old"', lease_token => %s)$$, :tf_old));
+-- ... or completed it: stale too, not "already done"
+SELECT lease_token AS td_old FROM eo_claim('lease:to-txn-done', lease => '100 ms') \gset
+SELECT pg_sleep(0.3);
+BEGIN;
+SELECT status FROM eo_claim('lease:to-txn-done');
+SELECT eo_complete('lease:to-txn-done', '"new"');
+COMMIT;
+SELECT eo_test_try(format($$SELECT eo_complete('lease:to-txn-done', '"old"', lease_token => %s)$$, :td_old));
+SELECT eo_test_try(format($$SELECT eo_extend('lease:to-txn-done', %s, '1 hour')$$, :td_old));
+SELECT eo_test_try(format($$SELECT eo_fail('lease:to-txn-done', 'old holder', lease_token => %s)$$, :td_old));
+SELECT state, result FROM eo_status('lease:to-txn-done');
 -- A token never issued for the key does not hold it (55000).
 SELECT lease_token AS big FROM eo_claim('lease:never-issued', lease => '1 hour') \gset
 SELECT eo_test_try(format($$SELECT eo_complete('lease:never-issued', NULL, lease_token => %s)$$, :big + 1000000));

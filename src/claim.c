@@ -185,11 +185,13 @@ set_claim(EoKey *row, const ClaimRequest *req)
 	row->state = req->lease_mode ? EO_PROCESSING : EO_TXN_CLAIMED;
 
 	/*
-	 * A lease gets a new token.  A transaction-mode claim keeps the last one
-	 * issued, so that the holder of an expired lease it took over is told
-	 * its token is stale rather than that the key was never claimed.
+	 * A lease gets a new token.  So does a transaction-mode claim that takes
+	 * over a key once leased (rare: a new key has no token, and costs no
+	 * token): nobody holds that token, but the holder of the expired lease
+	 * is then told its token is stale, whatever the new claim did with the
+	 * key (completed, failed, left it), never that the key is done.
 	 */
-	if (req->lease_mode)
+	if (req->lease_mode || row->has_token)
 	{
 		row->has_token = true;
 		row->lease_token = eo_ks_next_token();
@@ -452,7 +454,7 @@ check_token(const EoKey *row, int64 token)
 				 errhint("Use the lease_token that eo_claim returned with status \"claimed\".")));
 	if (token < row->lease_token)
 		refuse_stale(row, token,
-					 "The key was leased again with a newer token since.");
+					 "The key was claimed again since.");
 	switch (row->state)
 	{
 		case EO_PROCESSING:
