@@ -308,6 +308,68 @@ DROP TRIGGER zz_reseq ON honest;
 -- every stored event has a distinct seq and the txid of its writer
 SELECT count(*) AS events, count(DISTINCT seq) AS seqs FROM honest;
 
+--
+-- 9. eo called again from inside its own statement: a statement trigger
+--    of a TRIGGER grantee renames the outbox's schema, invalidates the
+--    outbox (CREATE TRIGGER) and calls the relay, which reloads the outbox
+--    while eo_emit's INSERT is still running.  eo_emit finishes.
+--
+CREATE SCHEMA regress_eo_re AUTHORIZATION regress_eo_mallory;
+SELECT eo_outbox_create('reent', schema => 'regress_eo_re', slots => 1)::text;
+GRANT INSERT ON regress_eo_re.reent TO regress_eo_mallory;
+GRANT TRIGGER ON regress_eo_re.reent TO regress_eo_mallory;
+GRANT EXECUTE ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb) TO regress_eo_mallory;
+SELECT format('GRANT CREATE ON DATABASE %I TO regress_eo_mallory', current_database()) \gexec
+SET ROLE regress_eo_mallory;
+CREATE FUNCTION regress_eo_re.again() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_TABLE_SCHEMA = 'regress_eo_re' THEN
+        ALTER SCHEMA regress_eo_re RENAME TO regress_eo_re2;
+        CREATE TRIGGER inval BEFORE INSERT ON regress_eo_re2.reent
+            FOR EACH STATEMENT EXECUTE FUNCTION regress_eo_re2.again();
+        BEGIN
+            PERFORM * FROM public.eo_relay_fetch('reent', 'nosuchgroup');
+        EXCEPTION WHEN others THEN RAISE WARNING 'inner call: %', SQLERRM;
+        END;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER again BEFORE INSERT ON regress_eo_re.reent
+    FOR EACH STATEMENT EXECUTE FUNCTION regress_eo_re.again();
+SELECT eo_emit('reent', 'order', '1', 'Created', '{}') IS NOT NULL AS emitted;
+SELECT eo_emit('reent', 'order', '2', 'Created', '{}') IS NOT NULL AS emitted_again;
+RESET ROLE;
+SELECT count(*) AS events FROM regress_eo_re2.reent;
+SELECT eo_outbox_drop('reent');
+DROP SCHEMA regress_eo_re2 CASCADE;
+SELECT format('REVOKE CREATE ON DATABASE %I FROM regress_eo_mallory', current_database()) \gexec
+REVOKE EXECUTE ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb) FROM regress_eo_mallory;
+
+--
+-- 10. The caller's search path does not matter: eo's statements name
+--     eo_internal and are planned as the owner, whatever schemas the
+--     caller's path holds ("$user", one the owner may use and the caller
+--     not, as a database owner could set for the database).
+--
+CREATE SCHEMA regress_eo_app AUTHORIZATION regress_eo_app;
+CREATE SCHEMA regress_eo_private;
+GRANT INSERT ON honest TO regress_eo_app;
+SET ROLE regress_eo_app;
+SET search_path = "$user", public;
+SELECT eo_emit('honest', 'order', 'p1', 'Path', '{}') IS NOT NULL AS emitted_with_user_schema;
+SET search_path = public, regress_eo_private;
+SELECT eo_emit('honest', 'order', 'p2', 'Path', '{}') IS NOT NULL AS emitted_with_private_schema;
+RESET search_path;
+RESET ROLE;
+GRANT SELECT ON honest TO regress_eo_reader;
+SELECT eo_group_create('honest', 'paths', owner => 'regress_eo_reader');
+SET ROLE regress_eo_reader;
+SET search_path = public, regress_eo_private;
+SELECT count(*) > 0 AS fetched FROM eo_relay_fetch('honest', 'paths', 1000);
+RESET search_path;
+RESET ROLE;
+DROP SCHEMA regress_eo_app, regress_eo_private;
+
 -- Clean up.
 SELECT eo_outbox_drop('honest');
 SELECT eo_outbox_drop('other');

@@ -140,8 +140,7 @@ ks_invalidate(Datum arg, Oid relid)
 static void
 ks_free_plan(SPIPlanPtr *plan)
 {
-	if (*plan != NULL)
-		SPI_freeplan(*plan);
+	eo_free_plan_later(*plan);	/* as every plan eo drops */
 	*plan = NULL;
 }
 

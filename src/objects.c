@@ -42,6 +42,7 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
@@ -303,23 +304,72 @@ eo_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
- * Make `plan` valid now, as the owner (acting as the owner when called): a
- * statement that names objects in eo_internal, which only the owner may
- * name, is parsed again after an invalidation, and that must not happen
- * when it then runs as the caller.  Running it right after this takes no
- * lock it does not hold yet, so no invalidation can come in between.
+ * Make `plan` valid now, as the owner, for running it as the caller right
+ * after, until eo_unpin(level).  A statement that names objects in
+ * eo_internal, which only the owner may name, is parsed again when its
+ * plan was invalidated or when the search path in effect differs from the
+ * one it was planned with, and neither may happen when it then runs as the
+ * caller.  So the search path is pinned (to pg_catalog alone: the same
+ * for every role, where a "$user" entry, or a schema without USAGE for
+ * one of the two, would differ), and running right after this takes no
+ * lock not already held, so no invalidation comes in between.
  */
-void
+int
 eo_plan_ready(SPIPlanPtr plan)
 {
 	EoIdentity	saved;
 	CachedPlan *cplan;
+	int			level = NewGUCNestLevel();
 
+	(void) set_config_option("search_path", "pg_catalog", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	eo_become_owner(&saved);
 	cplan = SPI_plan_get_cached_plan(plan);
 	if (cplan != NULL)
 		ReleaseCachedPlan(cplan, CurrentResourceOwner);
 	eo_restore_identity(&saved);
+	return level;
+}
+
+/*
+ * Plans to free at the end of the transaction.  A cached plan that eo
+ * drops (its outbox changed) may still be running further up the stack:
+ * a statement trigger fired by eo_emit's INSERT can call eo again, which
+ * finds the entry invalid and replaces its plans.  Nothing runs any more
+ * once the transaction has ended.
+ */
+static List *plans_to_free = NIL;
+
+static void
+free_plans(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	foreach(lc, plans_to_free)
+		SPI_freeplan((SPIPlanPtr) lfirst(lc));
+	list_free(plans_to_free);
+	plans_to_free = NIL;
+}
+
+void
+eo_free_plan_later(SPIPlanPtr plan)
+{
+	static bool registered = false;
+	MemoryContext old;
+
+	if (plan == NULL)
+		return;
+	if (!registered)
+	{
+		RegisterXactCallback(free_plans, NULL);
+		registered = true;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	plans_to_free = lappend(plans_to_free, plan);
+	MemoryContextSwitchTo(old);
 }
 
 /*

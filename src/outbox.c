@@ -162,12 +162,10 @@ typedef struct RegistryRow
 static void
 free_entry_plans(EoOutbox *ob)
 {
-	if (ob->emit_plan != NULL)
-		SPI_freeplan(ob->emit_plan);
-	if (ob->page_plan != NULL)
-		SPI_freeplan(ob->page_plan);
-	if (ob->old_plan != NULL)
-		SPI_freeplan(ob->old_plan);
+	/* (they may be running further up the stack: see eo_free_plan_later) */
+	eo_free_plan_later(ob->emit_plan);
+	eo_free_plan_later(ob->page_plan);
+	eo_free_plan_later(ob->old_plan);
 	ob->emit_plan = NULL;
 	ob->page_plan = NULL;
 	ob->old_plan = NULL;
@@ -231,8 +229,7 @@ reset_cache(void)
 		hash_destroy(outboxes);
 		outboxes = NULL;
 	}
-	if (store.find_plan != NULL)
-		SPI_freeplan(store.find_plan);
+	eo_free_plan_later(store.find_plan);
 	store.find_plan = NULL;
 	if (CacheContext != NULL)
 		MemoryContextReset(CacheContext);
@@ -535,8 +532,8 @@ eo_ob_lookup(const char *name, LOCKMODE lockmode, bool missing_ok)
 		if (ob->valid)
 			return ob;
 	}
+	/* The entry stays (invalid): a call further up the stack may use it. */
 	free_entry_plans(ob);
-	hash_search(outboxes, name, HASH_REMOVE, NULL);
 missing:
 	if (!missing_ok)
 		ereport(ERROR,
@@ -872,6 +869,8 @@ emit_to_table(EoOutbox *ob, const EmitArgs *a)
 {
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	SPIPlanPtr	plan;
+	int			pinned;
 	int			rc;
 
 	values[0] = UUIDPGetDatum(a->id);
@@ -900,12 +899,18 @@ emit_to_table(EoOutbox *ob, const EmitArgs *a)
 									  6, types);
 		eo_restore_identity(&saved);
 	}
-	eo_plan_ready(ob->emit_plan);
-	rc = SPI_execute_plan(ob->emit_plan, values, nulls, false, 0);
+	/*
+	 * The plan, not the entry's field: a statement trigger that calls eo
+	 * again may replace the entry's plans while this one runs.
+	 */
+	plan = ob->emit_plan;
+	pinned = eo_plan_ready(plan);
+	rc = SPI_execute_plan(plan, values, nulls, false, 0);
+	eo_unpin(pinned);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: insert into outbox \"%s\" failed: %s",
 			 ob->name, SPI_result_code_string(rc));
-	eo_ob_check_plan(ob, ob->emit_plan);
+	eo_ob_check_plan(ob, plan);
 	SPI_finish();
 }
 

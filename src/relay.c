@@ -750,6 +750,7 @@ run_statement(RelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
 	EoIdentity	owner;
 	ParamListInfo params = makeParamList(nparams);
 	SPIExecuteOptions options;
+	int			pinned;
 	int			rc;
 
 	for (int i = 0; i < nparams; i++)
@@ -767,13 +768,14 @@ run_statement(RelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
 	options.params = params;
 	options.read_only = false;	/* a snapshot newer than S: sees all of it */
 	options.dest = &r->pub;
-	eo_plan_ready(plan);		/* as the owner: it names eo_internal */
+	pinned = eo_plan_ready(plan);	/* as the owner: it names eo_internal */
 	as_caller(call, &owner);
 	rc = SPI_execute_plan_extended(plan, &options);
+	eo_restore_identity(&owner);
+	eo_unpin(pinned);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "eo: batch read failed: %s", SPI_result_code_string(rc));
 	eo_ob_check_plan(call->ob, plan);
-	eo_restore_identity(&owner);
 	return r->count;
 }
 
