@@ -104,5 +104,15 @@ typedef bool EoUpdateIndexes;
 	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
 #endif
 
+/*
+ * A database left invalid by an interrupted DROP DATABASE cannot be
+ * connected to: marked since minor releases of August 2023 (15.4).
+ */
+#include "catalog/pg_database.h"
+#ifdef DATCONNLIMIT_INVALID_DB
+#define eo_database_is_invalid(datform) database_is_invalid_form(datform)
+#else
+#define eo_database_is_invalid(datform) false
+#endif
 
 #endif							/* EO_COMPAT_H */

@@ -143,7 +143,12 @@ databases_to_visit(void)
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
 		MemoryContext old;
 
-		if (!db->datallowconn || db->datistemplate ||
+		/*
+		 * A database that does not allow connections is still kept (its
+		 * owner may set that, and must not stop the worker by it);
+		 * templates are not.
+		 */
+		if (db->datistemplate || eo_database_is_invalid(db) ||
 			!database_selected(NameStr(db->datname)))
 			continue;
 		old = MemoryContextSwitchTo(caller);
@@ -477,7 +482,8 @@ eo_db_worker_main(Datum main_arg)
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid,
+											  BGWORKER_BYPASS_ALLOWCONN);
 	pin_session();
 	pgstat_report_appname("eo worker");
 
@@ -530,7 +536,8 @@ eo_first_generation_main(Datum main_arg)
 {
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid, 0);
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid,
+											  BGWORKER_BYPASS_ALLOWCONN);
 	pin_session();
 	pgstat_report_appname("eo worker");
 	(void) run_in_transaction("eo: making the first key generation", first_generation, NULL);

@@ -12,7 +12,9 @@
 # - eo's own settings are superuser-only: the owner cannot set them for
 #   the database, a superuser can, and the worker honours that;
 # - ALTER DATABASE ... SET session_authorization or role: the worker's
-#   DDL still does not run as the owner.
+#   DDL still does not run as the owner;
+# - ALTER DATABASE ... ALLOW_CONNECTIONS false does not keep the worker
+#   out.
 
 use strict;
 use warnings;
@@ -176,6 +178,16 @@ ok(partition_remade('TRUNCATE ddl_seen'),
 is($node->safe_psql('shop',
 		q{SELECT count(*) > 0, count(*) FILTER (WHERE 'dbo' IN (sess, cur)) FROM ddl_seen}),
 	't|0', '... and none of its DDL ran as the database owner');
+
+# The owner closes the database to connections: the worker still comes.
+$node->safe_psql('shop', "SELECT eo_claim('abandoned3', lease => '1 s')");
+$log_offset = -s $node->logfile;
+$node->safe_psql('postgres', 'SET ROLE dbo; ALTER DATABASE shop ALLOW_CONNECTIONS false');
+ok($node->wait_for_log(qr/eo: reclaimed 1 expired leases/, $log_offset),
+	'ALLOW_CONNECTIONS false: the worker still reclaims the expired lease');
+$node->safe_psql('postgres', 'ALTER DATABASE shop ALLOW_CONNECTIONS true');
+is($node->safe_psql('shop', "SELECT state FROM eo_status('abandoned3')"),
+	'failed', '... that one');
 
 $node->stop;
 done_testing();
