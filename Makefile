@@ -18,6 +18,7 @@ OBJS = \
 	src/ddl.o \
 	src/cluster.o \
 	src/outbox.o \
+	src/emit.o \
 	src/outbox_partitions.o \
 	src/relay.o
 

@@ -307,3 +307,19 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'eo_group_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.eo_group_create(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;
+
+-- New outboxes do not NOTIFY unless asked (notify => true): NOTIFY
+-- serialises the commits of every emitting transaction; relays wake by
+-- eo_relay_wait (the doorbell).  Existing outboxes keep what they had.
+CREATE OR REPLACE FUNCTION @extschema@.eo_outbox_create(
+    name pg_catalog.text,
+    schema pg_catalog.name DEFAULT NULL,
+    mode pg_catalog.text DEFAULT 'table',
+    slots pg_catalog.int4 DEFAULT 8,
+    partition_interval pg_catalog.interval DEFAULT '1 day',
+    premake pg_catalog.int4 DEFAULT 4,
+    retention pg_catalog.interval DEFAULT '7 days',
+    notify pg_catalog.bool DEFAULT false)
+RETURNS pg_catalog.regclass
+AS 'MODULE_PATHNAME', 'eo_outbox_create'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

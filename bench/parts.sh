@@ -18,7 +18,7 @@ RELAY_PAGE=${RELAY_PAGE:-10000}           # eo_relay_fetch max_events; also the 
                                           # (one committed transaction, one PgQ tick, per chunk)
 RELAY_HAND_BATCH=${RELAY_HAND_BATCH:-1000} # LIMIT of the hand-written relay's SELECT
 RELAY_ROUNDS=${RELAY_ROUNDS:-2}           # rounds of the four drains, alternating order
-# eo_8slots_2relays: two relays side by side in the group (informative)
+# eo_8slots_2relays: two relays side by side in the group (issue 12: >= 1.5x PgQ)
 RELAY_METHODS=${RELAY_METHODS:-"eo_1slot eo_8slots eo_8slots_2relays pgq hand"}
 
 RETENTION_KEYS=${RETENTION_KEYS:-1000000} # expired keys removed by each contender

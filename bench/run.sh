@@ -61,7 +61,7 @@ DURATION=${DURATION:-8}
 CLIENTS=${CLIENTS-"1 8"}
 DUP_PCT=${DUP_PCT:-10}
 STORM_PCT=${STORM_PCT:-50}
-CONTENDERS=${CONTENDERS-"floor hand hand_min hand_outbox hand_pgq one_write eo eo_noresult eo_emit eo_emit_bell eo_lease hand_lease"}
+CONTENDERS=${CONTENDERS-"floor hand hand_min hand_outbox hand_pgq one_write eo eo_noresult eo_emit eo_emit_notify eo_lease hand_lease"}
 STORM_CONTENDERS=${STORM_CONTENDERS-"hand eo"}
 NACCOUNTS=${NACCOUNTS:-10000}
 WARMUP=${WARMUP:-3}
@@ -79,7 +79,7 @@ EO_KEY_TABLES=${EO_KEY_TABLES:-'eo\_keys%'}
 declare -A KEY_TABLE=(
     [floor]=- [hand]=processed [hand_min]=processed_min [hand_outbox]=processed
     [hand_pgq]=processed [one_write]=processed [eo]=$EO_KEY_TABLES
-    [eo_noresult]=$EO_KEY_TABLES [eo_emit]=$EO_KEY_TABLES [eo_emit_bell]=$EO_KEY_TABLES
+    [eo_noresult]=$EO_KEY_TABLES [eo_emit]=$EO_KEY_TABLES [eo_emit_notify]=$EO_KEY_TABLES
     [eo_lease]=$EO_KEY_TABLES
     [hand_lease]=processed_lease
 )
@@ -106,9 +106,9 @@ setup_database() {
 # scripts/eo_emit.sql if the outbox issue settles on other signatures.
 HAVE_EMIT=0
 EMIT_SQL="SELECT eo_outbox_create('bench_outbox');
-SELECT eo_outbox_create('bench_outbox_bell', notify => false);
+SELECT eo_outbox_create('bench_outbox_notify', notify => true);
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO bench_app;
-GRANT INSERT ON bench_outbox, bench_outbox_bell TO bench_app;"
+GRANT INSERT ON bench_outbox, bench_outbox_notify TO bench_app;"
 setup_eo_emit() {
     local n
     n=$(bq -c "SELECT count(DISTINCT proname) FROM pg_proc
@@ -127,7 +127,7 @@ setup_eo_emit() {
 contender_available() {
     case $1 in
         hand_pgq) [ "$HAVE_PGQ" = 1 ] ;;
-        eo_emit | eo_emit_bell) [ "$HAVE_EMIT" = 1 ] ;;
+        eo_emit | eo_emit_notify) [ "$HAVE_EMIT" = 1 ] ;;
         *) [ -f "$BENCH_DIR/scripts/$1.sql" ] ;;
     esac
 }
@@ -158,7 +158,7 @@ reset_state() {
     {
         echo "SET client_min_messages = warning;"
         echo "DROP EXTENSION eo CASCADE;"
-        echo "DROP TABLE IF EXISTS bench_outbox, bench_outbox_bell CASCADE;"
+        echo "DROP TABLE IF EXISTS bench_outbox, bench_outbox_notify CASCADE;"
         echo "CREATE EXTENSION eo;"
         echo "GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval),"
         echo "    eo_complete(text, jsonb, bigint) TO bench_app;"
@@ -253,7 +253,7 @@ warm_up() {
     reset_state eo
     local args=() x
     for x in $CONTENDERS; do
-        case $x in hand_pgq | eo_emit | eo_emit_bell) continue ;; esac   # their reset is special
+        case $x in hand_pgq | eo_emit | eo_emit_notify) continue ;; esac   # their reset is special
         contender_available "$x" && args+=(-f "$EO_TMP/scripts/$x.sql")
     done
     "$PGBIN/pgbench" -n -M prepared -c 2 -j 1 -T "$WARMUP" -D n=0 -D dup_pct="$DUP_PCT" \

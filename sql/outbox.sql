@@ -162,3 +162,46 @@ SELECT to_regclass('orders') IS NULL AS table_gone,
        (SELECT count(*) FROM eo_internal.eo_outbox_slots) AS slots;
 DROP FUNCTION drain(text, int);
 DROP TABLE delivered;
+
+-- eo_emit writes an event without SQL when the outbox is as eo made it
+-- (no call of the seq default), and through its INSERT statement when
+-- someone added a trigger (which then fires); both give the same row:
+-- created_at now(), the writer's txid, seq after every earlier one.
+SELECT eo_outbox_create('paths', slots => 1)::text;
+CREATE TABLE fired (n int);
+CREATE FUNCTION fire() RETURNS trigger LANGUAGE plpgsql
+    AS $$ BEGIN INSERT INTO public.fired VALUES (1); RETURN NULL; END $$;
+CREATE FUNCTION seq_default_calls() RETURNS bigint LANGUAGE sql
+    AS $$ SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_xact_user_functions
+          WHERE funcname = 'eo_outbox_next_seq' $$;
+CREATE FUNCTION emitted_by(how text) RETURNS TABLE (path text, seq_default_calls bigint, same_row bool)
+LANGUAGE plpgsql AS $$
+DECLARE
+    before int8 := (SELECT coalesce(max(seq), 0) FROM paths);
+    calls int8 := seq_default_calls();
+BEGIN
+    PERFORM eo_emit('paths', 'order', how, how, '{"k": 1}');
+    RETURN QUERY SELECT how, seq_default_calls() - calls,
+        (SELECT p.created_at = now() AND p.txid = pg_current_xact_id() AND p.seq > before
+                AND p.payload = '{"k": 1}' AND p.headers IS NULL
+           FROM paths p WHERE p.aggregateid = how);
+END $$;
+SET track_functions = 'all';
+BEGIN;
+SELECT * FROM emitted_by('direct');
+COMMIT;
+CREATE TRIGGER someone_elses BEFORE INSERT ON paths
+    FOR EACH STATEMENT EXECUTE FUNCTION fire();
+BEGIN;
+SELECT * FROM emitted_by('statement');
+COMMIT;
+DROP TRIGGER someone_elses ON paths;
+BEGIN;
+SELECT * FROM emitted_by('direct again');
+COMMIT;
+RESET track_functions;
+SELECT count(*) AS trigger_fired FROM fired;
+SELECT count(*) AS events, count(DISTINCT seq) AS seqs FROM paths;
+SELECT eo_outbox_drop('paths');
+DROP FUNCTION emitted_by(text), seq_default_calls(), fire();
+DROP TABLE fired;

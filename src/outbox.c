@@ -853,17 +853,10 @@ new_uuid(void)
 	return uuid;
 }
 
-typedef struct EmitArgs
-{
-	pg_uuid_t  *id;
-	text	   *aggregatetype;
-	text	   *aggregateid;
-	text	   *type;
-	Jsonb	   *payload;		/* NULL if SQL NULL */
-	Jsonb	   *headers;		/* NULL if SQL NULL */
-} EmitArgs;
-
-/* The INSERT, run as the caller; see the top of this file. */
+/*
+ * The INSERT, run as the caller (see the top of this file), for an outbox
+ * that eo_emit_direct (emit.c) cannot write to.
+ */
 static void
 emit_to_table(EoOutbox *ob, const EmitArgs *a)
 {
@@ -999,7 +992,7 @@ eo_emit(PG_FUNCTION_ARGS)
 	eo_ob_check_privilege(ob, ACL_INSERT, "emit to");
 	if (ob->mode == EO_OUTBOX_WAL)
 		emit_to_wal(ob, &a);
-	else
+	else if (!eo_emit_direct(ob, &a))
 		emit_to_table(ob, &a);
 
 	PG_RETURN_UUID_P(a.id);
@@ -1096,7 +1089,7 @@ check_create_args(FunctionCallInfo fcinfo, CreateArgs *a)
 
 	a->retention = eo_check_interval(PG_GETARG_DATUM(6), PG_ARGISNULL(6), "retention",
 									 0, (int64) EO_MAX_RETENTION_DAYS * USECS_PER_DAY);
-	a->notify = PG_ARGISNULL(7) ? true : PG_GETARG_BOOL(7);
+	a->notify = PG_ARGISNULL(7) ? false : PG_GETARG_BOOL(7);
 }
 
 static void

@@ -19,6 +19,8 @@
 #include "executor/spi.h"
 #include "storage/lockdefs.h"
 #include "utils/acl.h"
+#include "utils/jsonb.h"
+#include "utils/uuid.h"
 
 /* Outbox modes, as stored in eo_outboxes.mode. */
 #define EO_OUTBOX_TABLE 't'
@@ -57,6 +59,20 @@ typedef struct EoOutbox
 	bool		bell_known;		/* bell_seen is set (relay.c) */
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;
+
+/* One event, as eo_emit was given it. */
+typedef struct EmitArgs
+{
+	pg_uuid_t  *id;
+	text	   *aggregatetype;
+	text	   *aggregateid;
+	text	   *type;
+	Jsonb	   *payload;		/* NULL if SQL NULL */
+	Jsonb	   *headers;		/* NULL if SQL NULL */
+} EmitArgs;
+
+/* emit.c: eo_emit's row without SQL, if the outbox is as eo made it */
+extern bool eo_emit_direct(EoOutbox *ob, const EmitArgs *a);
 
 /*
  * outbox.c.  eo_ob_lookup() finds, locks (with `lockmode`) and verifies an

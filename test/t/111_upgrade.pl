@@ -133,5 +133,20 @@ is($node->safe_psql('postgres', q{SELECT type FROM eo_relay_fetch('billing', 'g'
 like($node->safe_psql('postgres', q{SELECT count(*) FROM eo_outbox_maintain()}),
 	qr/^\d+$/, 'outbox maintenance runs after the update');
 
+# NOTIFY: an outbox made by 0.1.0 (whose default was notify => true) keeps
+# notifying its listeners; one made after the update does not, by default.
+$node->safe_psql('postgres', q{SELECT eo_outbox_create('fresh')});
+my $heard = $node->safe_psql('postgres', q{
+LISTEN eo_billing;
+LISTEN eo_fresh;
+SELECT eo_emit('billing', 'order', 'o1', 'n1', NULL) IS NOT NULL;
+SELECT eo_emit('fresh', 'order', 'o1', 'n2', NULL) IS NOT NULL;
+SELECT 'done';
+});
+like($heard, qr/Asynchronous notification "eo_billing"/,
+	'the outbox made by 0.1.0 still sends NOTIFY');
+unlike($heard, qr/Asynchronous notification "eo_fresh"/,
+	'an outbox made after the update does not, by default');
+
 $node->stop;
 done_testing();
