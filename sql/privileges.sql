@@ -166,6 +166,34 @@ RESET ROLE;
 -- A superuser has the privileges of every role.
 SELECT state, result FROM eo_status('priv:bob');
 
+-- Another role's code running in the key owner's transaction cannot act
+-- on her keys either: bob's SECURITY DEFINER functions, which alice calls
+-- while she holds a claim (a retry, written at once; a new key, deferred).
+CREATE FUNCTION bob_completes(k text) RETURNS void LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT eo_complete(k, '{"forged_by": "bob"}') $$;
+CREATE FUNCTION bob_peeks(k text) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT count(*) FROM eo_status(k) $$;
+ALTER FUNCTION bob_completes(text) OWNER TO regress_eo_bob;
+ALTER FUNCTION bob_peeks(text) OWNER TO regress_eo_bob;
+SET ROLE regress_eo_alice;
+BEGIN;
+SELECT status FROM eo_claim('priv:alice-retry');
+SELECT eo_fail('priv:alice-retry', 'first try');
+COMMIT;
+BEGIN;
+SELECT status FROM eo_claim('priv:alice-retry');
+SELECT eo_test_try($$SELECT bob_completes('priv:alice-retry')$$);
+SELECT eo_complete('priv:alice-retry', '"alice"');
+SELECT status FROM eo_claim('priv:alice-new');
+SELECT eo_test_try($$SELECT bob_completes('priv:alice-new')$$);
+SELECT eo_test_try($$SELECT bob_peeks('priv:alice-new')$$);
+SELECT eo_complete('priv:alice-new', '"alice"');
+COMMIT;
+SELECT 'retry' AS k, state, result FROM eo_status('priv:alice-retry')
+UNION ALL SELECT 'new', state, result FROM eo_status('priv:alice-new');
+RESET ROLE;
+DROP FUNCTION bob_completes(text), bob_peeks(text);
+
 -- A hostile search_path cannot change what the functions run, although
 -- they act as the owner of eo's table.  bob shadows the table and the
 -- text and tid equality operators with objects that fail loudly.

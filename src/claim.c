@@ -78,6 +78,23 @@ check_owner(const EoKey *row, Oid caller)
 						   GetUserNameFromId(row->owner, true))));
 }
 
+/*
+ * Write this transaction's deferred claim of `key`, if any, before acting
+ * on the key as a row (pending.c) - only for a caller who could act on it:
+ * another role's code running in the transaction must not even cause the
+ * write.
+ */
+static void
+write_pending(text *key, Oid caller)
+{
+	EoKey	   *pending = eo_pending_get(key);
+
+	if (pending == NULL)
+		return;
+	check_owner(pending, caller);
+	eo_pending_write(key);
+}
+
 static void
 check_fingerprint(const EoKey *row, text *fingerprint)
 {
@@ -517,6 +534,7 @@ complete_key(text *key, Jsonb *result, bool with_token, int64 token, Oid caller)
 	/* The common case: completing the claim this transaction just made. */
 	if (!with_token && take_held(key, &row))
 	{
+		check_owner(&row, caller);	/* the caller may be another role's code */
 		set_done(&row, result);
 		forget_held();
 		if (eo_ks_update(&row))
@@ -544,7 +562,7 @@ eo_complete(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("eo_complete()");
 	if (!with_token && complete_pending(key, result, caller))
 		PG_RETURN_VOID();
-	eo_pending_write(key);
+	write_pending(key, caller);
 	eo_ks_begin(EO_KS_READ);
 	while (!complete_key(key, result, with_token, token, caller))
 		CHECK_FOR_INTERRUPTS();
@@ -649,7 +667,7 @@ eo_fail(PG_FUNCTION_ARGS)
 
 	PreventCommandIfReadOnly("eo_fail()");
 	forget_held();
-	eo_pending_write(req.key);
+	write_pending(req.key, req.caller);
 	eo_ks_begin(EO_KS_WRITE);
 	for (;;)
 	{
@@ -680,7 +698,7 @@ eo_extend(PG_FUNCTION_ARGS)
 	lease_usecs = eo_check_lease(PG_GETARG_DATUM(2));
 
 	PreventCommandIfReadOnly("eo_extend()");
-	eo_pending_write(key);
+	write_pending(key, caller);
 	eo_ks_begin(EO_KS_READ);
 	do
 	{
@@ -756,7 +774,7 @@ eo_status(PG_FUNCTION_ARGS)
 			elog(ERROR, "eo: eo_status must return a composite type");
 		tupdesc = BlessTupleDesc(tupdesc);
 
-		eo_pending_write(key);
+		write_pending(key, caller);
 		eo_ks_begin(EO_KS_READ);
 		found = eo_ks_find(key, &row);
 		if (found)
