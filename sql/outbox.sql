@@ -205,3 +205,19 @@ SELECT count(*) AS events, count(DISTINCT seq) AS seqs FROM paths;
 SELECT eo_outbox_drop('paths');
 DROP FUNCTION emitted_by(text), seq_default_calls(), fire();
 DROP TABLE fired;
+
+-- Group ids (the high bits of a group's tokens) are the smallest not in
+-- use: a refused creation, or groups created and dropped over and over,
+-- use none up (an outbox's owner could otherwise exhaust them for all).
+SELECT eo_outbox_create('ids', slots => 1)::text;
+SELECT eo_group_create('ids', 'a');
+SELECT eo_test_try($$SELECT eo_group_create('ids', 'a')$$);
+SELECT eo_group_create('ids', 'b');
+SELECT name, id - (SELECT min(id) FROM eo_internal.eo_outbox_groups WHERE outbox = 'ids') AS rel_id
+FROM eo_internal.eo_outbox_groups WHERE outbox = 'ids' ORDER BY name;
+DO $$ BEGIN FOR i IN 1..50 LOOP
+    PERFORM eo_group_drop('ids', 'b');
+    PERFORM eo_group_create('ids', 'b');
+END LOOP; END $$;
+SELECT max(id) - min(id) AS spread FROM eo_internal.eo_outbox_groups WHERE outbox = 'ids';
+SELECT eo_outbox_drop('ids');

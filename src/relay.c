@@ -1234,8 +1234,26 @@ eo_group_create(PG_FUNCTION_ARGS)
 	values[3] = ObjectIdGetDatum(owner);
 	values[4] = Int64GetDatum((int64) GetSystemIdentifier());
 	eo_cluster_check(ob);		/* the positions below are this cluster's */
-	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outbox_groups (outbox, name, owner, created_at)"
-							   " VALUES ($1, $2, $4, pg_catalog.now()) ON CONFLICT DO NOTHING",
+
+	/*
+	 * The smallest id not in use, under a lock that makes creators take
+	 * turns: nothing is used up by a creation that fails or is rolled back,
+	 * nor by groups created and dropped again.  (A token of a dropped group
+	 * whose id a new group got is older than every token of the new group:
+	 * refused as stale.)
+	 */
+	if (SPI_execute("LOCK TABLE eo_internal.eo_outbox_groups IN SHARE ROW EXCLUSIVE MODE",
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "eo: could not lock the consumer groups");
+	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outbox_groups (id, outbox, name, owner, created_at)"
+							   " SELECT CASE WHEN NOT EXISTS (SELECT FROM eo_internal.eo_outbox_groups"
+							   "                               WHERE id OPERATOR(pg_catalog.=) 1) THEN 1"
+							   "   ELSE (SELECT pg_catalog.min(g.id) OPERATOR(pg_catalog.+) 1"
+							   "         FROM eo_internal.eo_outbox_groups g"
+							   "         WHERE NOT EXISTS (SELECT FROM eo_internal.eo_outbox_groups h"
+							   "                           WHERE h.id OPERATOR(pg_catalog.=) (g.id OPERATOR(pg_catalog.+) 1)))"
+							   "   END, $1, $2, $4, pg_catalog.now()"
+							   " ON CONFLICT (outbox, name) DO NOTHING",
 							   4, types, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: group insert failed: %s", SPI_result_code_string(rc));
