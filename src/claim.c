@@ -776,7 +776,7 @@ eo_status(PG_FUNCTION_ARGS)
 
 		write_pending(key, caller);
 		eo_ks_begin(EO_KS_READ);
-		found = eo_ks_find(key, &row);
+		found = eo_ks_find_settled(key, &row);	/* waits for a claim in flight */
 		if (found)
 			check_owner(&row, caller);
 

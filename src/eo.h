@@ -154,6 +154,7 @@ extern void eo_ks_make_first_generation(void);
 extern void eo_ks_lock_key(const text *key);
 extern void eo_ks_unlock_key(const text *key);
 extern bool eo_ks_find(text *key, EoKey *row);
+extern bool eo_ks_find_settled(text *key, EoKey *row);
 extern bool eo_ks_insert(EoKey *row);
 extern void eo_ks_insert_held(EoKey *row);
 

@@ -44,6 +44,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -606,6 +607,28 @@ ks_find_settled(text *key, EoKey *row)
 		CHECK_FOR_INTERRUPTS();
 		eo_ks_lock_key(key);
 	}
+}
+
+/*
+ * The key's row once no transaction is claiming or changing it any more:
+ * a transaction that claimed a new key holds the key lock until it ends
+ * (its row goes in at commit, pending.c), and one that changed a row has
+ * it as its writer; both are waited for.  What eo_status answers, so that
+ * a client that lost its connection during COMMIT never hears "no row"
+ * for a claim whose commit is still running.  (On a standby no claim is in
+ * flight: the primary's locks are not there.)
+ */
+bool
+eo_ks_find_settled(text *key, EoKey *row)
+{
+	bool		found;
+
+	if (RecoveryInProgress())
+		return eo_ks_find(key, row);
+	eo_ks_lock_key(key);
+	found = ks_find_settled(key, row);
+	eo_ks_unlock_key(key);
+	return found;
 }
 
 /* ---- writing rows ---- */
