@@ -113,24 +113,24 @@ ALTER TABLE eo_internal.eo_outboxes
 
 -- Consumer groups: owned by a role; id goes into the high bits of the
 -- group's lease tokens, so a token names the group it was issued for.
--- eo_group_create gives a new group the smallest id not in use (no
--- sequence: failed or repeated creations must not use ids up).
+-- Ids come from a sequence that cycles (eo_group_create skips ids still
+-- in use): created and dropped groups cannot use the 23 bits up, and an
+-- id comes back only after all the others have been handed out.
+CREATE SEQUENCE eo_internal.eo_outbox_group_id_seq AS pg_catalog.int4
+    MINVALUE 1 MAXVALUE 8388607 CYCLE;
+REVOKE ALL ON SEQUENCE eo_internal.eo_outbox_group_id_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_outbox_group_id_seq', '');
 ALTER TABLE eo_internal.eo_outbox_groups
     ADD COLUMN id pg_catalog.int4,
     ADD COLUMN owner pg_catalog.regrole;
-UPDATE eo_internal.eo_outbox_groups g
-SET id = n.id,
+UPDATE eo_internal.eo_outbox_groups
+SET id = pg_catalog.nextval('eo_internal.eo_outbox_group_id_seq'),
     owner = (SELECT e.extowner FROM pg_catalog.pg_extension e
-             WHERE e.extname OPERATOR(pg_catalog.=) 'eo')::pg_catalog.regrole
-FROM (SELECT outbox, name, pg_catalog.row_number() OVER (ORDER BY outbox, name) AS id
-      FROM eo_internal.eo_outbox_groups) n
-WHERE g.outbox OPERATOR(pg_catalog.=) n.outbox AND g.name OPERATOR(pg_catalog.=) n.name;
+             WHERE e.extname OPERATOR(pg_catalog.=) 'eo')::pg_catalog.regrole;
 ALTER TABLE eo_internal.eo_outbox_groups
     ALTER COLUMN id SET NOT NULL,
     ALTER COLUMN owner SET NOT NULL,
-    ADD CONSTRAINT eo_outbox_groups_id_key UNIQUE (id),
-    ADD CONSTRAINT eo_outbox_groups_id_check
-        CHECK (id OPERATOR(pg_catalog.>=) 1 AND id OPERATOR(pg_catalog.<=) 8388607);
+    ADD CONSTRAINT eo_outbox_groups_id_key UNIQUE (id);
 
 -- seq and txid of an event are eo's: the column default draws seq (after
 -- the transaction id is assigned), and a CHECK refuses a row whose seq is

@@ -113,3 +113,10 @@ SELECT eo_relay_wait('waitbox', '50 ms') AS woken_in_50ms;
 SELECT eo_outbox_drop('waitbox');
 
 SELECT eo_outbox_drop('bad');
+
+-- An event is a write: refused in a read-only transaction, as writes are.
+SELECT eo_outbox_create('ro', slots => 1)::text;
+BEGIN READ ONLY;
+SELECT eo_test_try($$SELECT eo_emit('ro', 'order', '1', 'Created', NULL)$$);
+COMMIT;
+SELECT eo_outbox_drop('ro');

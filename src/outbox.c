@@ -67,6 +67,7 @@
 #include "partitioning/partdefs.h"
 #include "replication/message.h"
 #include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -988,6 +989,7 @@ eo_emit(PG_FUNCTION_ARGS)
 	a.headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
 	a.id = new_uuid();
 
+	PreventCommandIfReadOnly("eo_emit()");	/* an event is a write, in both modes */
 	ob = eo_ob_lookup(name, RowExclusiveLock, false);
 	eo_ob_check_privilege(ob, ACL_INSERT, "emit to");
 	if (ob->mode == EO_OUTBOX_WAL)

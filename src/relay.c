@@ -162,6 +162,7 @@ typedef struct Slot
  */
 #define TOKEN_GROUP_SHIFT 40
 #define TOKEN_COUNTER_MASK ((INT64CONST(1) << TOKEN_GROUP_SHIFT) - 1)
+#define TOKEN_MAX_GROUPS ((1 << (63 - TOKEN_GROUP_SHIFT)) - 1)	/* ids 1 .. this */
 
 /* Statements on eo's own tables, prepared once per backend. */
 typedef struct RelayPlans
@@ -1182,6 +1183,47 @@ eo_relay_release(PG_FUNCTION_ARGS)
 /* ---- consumer groups ---- */
 
 /*
+ * An id for a new group of `outbox` called `grp` (SPI connected, as the
+ * owner): the next value of eo_outbox_group_id_seq, which cycles, skipping
+ * ids that groups still have.  Refused first if the group exists, so that
+ * no call that fails uses an id up.  Nothing is locked: concurrent
+ * creators draw different values.
+ */
+static int32
+new_group_id(const char *outbox, const char *grp)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {CStringGetTextDatum(outbox), CStringGetTextDatum(grp)};
+	Oid			seq = eo_own_relation("eo_outbox_group_id_seq", RELKIND_SEQUENCE);
+
+	if (SPI_execute_with_args("SELECT FROM eo_internal.eo_outbox_groups"
+							  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
+							  2, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: group lookup failed");
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("consumer group \"%s\" of outbox \"%s\" already exists", grp, outbox)));
+	for (int tries = 0; tries < TOKEN_MAX_GROUPS; tries++)
+	{
+		int32		id = (int32) nextval_internal(seq, false);
+		Oid			idtype[1] = {INT4OID};
+		Datum		idval[1] = {Int32GetDatum(id)};
+
+		if (SPI_execute_with_args("SELECT FROM eo_internal.eo_outbox_groups WHERE id OPERATOR(pg_catalog.=) $1",
+								  1, idtype, idval, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "eo: group id lookup failed");
+		if (SPI_processed == 0)
+			return id;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("too many consumer groups"),
+			 errdetail("A database has at most %d.", TOKEN_MAX_GROUPS)));
+	return 0;					/* not reached */
+}
+
+/*
  * eo_group_create(outbox, consumer_group, start_at): 'beginning' delivers
  * every event the outbox still holds, 'now' only events of transactions
  * that commit from now on.  For members of the outbox's role, with SELECT
@@ -1198,8 +1240,8 @@ eo_group_create(PG_FUNCTION_ARGS)
 	const char *snap;
 	EoOutbox   *ob;
 	EoIdentity	saved;
-	Oid			types[5] = {TEXTOID, TEXTOID, INT4OID, REGROLEOID, INT8OID};
-	Datum		values[5];
+	Oid			types[6] = {TEXTOID, TEXTOID, INT4OID, REGROLEOID, INT8OID, INT4OID};
+	Datum		values[6];
 	int			rc;
 
 	if (strcmp(start, "beginning") == 0)
@@ -1234,27 +1276,10 @@ eo_group_create(PG_FUNCTION_ARGS)
 	values[3] = ObjectIdGetDatum(owner);
 	values[4] = Int64GetDatum((int64) GetSystemIdentifier());
 	eo_cluster_check(ob);		/* the positions below are this cluster's */
-
-	/*
-	 * The smallest id not in use, under a lock that makes creators take
-	 * turns: nothing is used up by a creation that fails or is rolled back,
-	 * nor by groups created and dropped again.  (A token of a dropped group
-	 * whose id a new group got is older than every token of the new group:
-	 * refused as stale.)
-	 */
-	if (SPI_execute("LOCK TABLE eo_internal.eo_outbox_groups IN SHARE ROW EXCLUSIVE MODE",
-					false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "eo: could not lock the consumer groups");
-	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outbox_groups (id, outbox, name, owner, created_at)"
-							   " SELECT CASE WHEN NOT EXISTS (SELECT FROM eo_internal.eo_outbox_groups"
-							   "                               WHERE id OPERATOR(pg_catalog.=) 1) THEN 1"
-							   "   ELSE (SELECT pg_catalog.min(g.id) OPERATOR(pg_catalog.+) 1"
-							   "         FROM eo_internal.eo_outbox_groups g"
-							   "         WHERE NOT EXISTS (SELECT FROM eo_internal.eo_outbox_groups h"
-							   "                           WHERE h.id OPERATOR(pg_catalog.=) (g.id OPERATOR(pg_catalog.+) 1)))"
-							   "   END, $1, $2, $4, pg_catalog.now()"
-							   " ON CONFLICT (outbox, name) DO NOTHING",
-							   4, types, values, NULL, false, 0);
+	values[5] = Int32GetDatum(new_group_id(ob->name, grp));
+	rc = SPI_execute_with_args("INSERT INTO eo_internal.eo_outbox_groups (outbox, name, owner, created_at, id)"
+							   " VALUES ($1, $2, $4, pg_catalog.now(), $6) ON CONFLICT (outbox, name) DO NOTHING",
+							   6, types, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "eo: group insert failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
