@@ -436,6 +436,22 @@ pin_session(void)
 	CommitTransactionCommand();
 }
 
+/*
+ * What both kinds of database worker do first: connect to the database
+ * `main_arg` names (even one closed to connections: its owner may close
+ * it, and must not stop eo by that) and pin the session.
+ */
+static void
+connect_to_database(Datum main_arg)
+{
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid,
+											  BGWORKER_BYPASS_ALLOWCONN);
+	pin_session();
+	pgstat_report_appname("eo worker");
+}
+
 typedef struct ReclaimArg
 {
 	EoPassStats stats;
@@ -480,12 +496,7 @@ eo_db_worker_main(Datum main_arg)
 {
 	ReclaimArg	r = {{0}, true};
 
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid,
-											  BGWORKER_BYPASS_ALLOWCONN);
-	pin_session();
-	pgstat_report_appname("eo worker");
+	connect_to_database(main_arg);
 
 	/*
 	 * Each step commits on its own: the switch's lock must not be held while
@@ -534,12 +545,7 @@ first_generation(void *arg)
 void
 eo_first_generation_main(Datum main_arg)
 {
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid,
-											  BGWORKER_BYPASS_ALLOWCONN);
-	pin_session();
-	pgstat_report_appname("eo worker");
+	connect_to_database(main_arg);
 	(void) run_in_transaction("eo: making the first key generation", first_generation, NULL);
 	proc_exit(0);
 }
