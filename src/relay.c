@@ -412,6 +412,18 @@ column(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
 	return SPI_getbinval(tup, desc, col, isnull);
 }
 
+/*
+ * A snapshot column, with a 4-byte header: stored short, it would be
+ * detoasted (copied) by pg_visible_in_snapshot for every event of a page.
+ */
+static Datum
+snapshot_column(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+{
+	Datum		d = column(tup, desc, col, isnull);
+
+	return *isnull ? d : PointerGetDatum(PG_DETOAST_DATUM(d));
+}
+
 static void
 read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 {
@@ -420,9 +432,9 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 
 	memset(s, 0, sizeof(*s));
 	s->slot = DatumGetInt32(column(tup, desc, 1, &isnull));
-	s->pos_snap = column(tup, desc, 2, &isnull);
+	s->pos_snap = snapshot_column(tup, desc, 2, &isnull);
 	s->pos_lo = DatumGetInt64(column(tup, desc, 3, &isnull));
-	s->batch_snap = column(tup, desc, 4, &isnull);
+	s->batch_snap = snapshot_column(tup, desc, 4, &isnull);
 	s->has_batch = !isnull;
 	s->batch_hi = s->has_batch ? DatumGetInt64(column(tup, desc, 5, &isnull)) : 0;
 	s->batch_lo = s->has_batch ? DatumGetInt64(column(tup, desc, 6, &isnull)) : 0;
@@ -477,9 +489,9 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 	{
 		s->old_hi = DatumGetInt64(d);
 		s->old_seq = DatumGetInt64(column(tup, desc, 19, &isnull));
-		s->old_pos_snap = column(tup, desc, 20, &isnull);
+		s->old_pos_snap = snapshot_column(tup, desc, 20, &isnull);
 		s->old_pos_lo = DatumGetInt64(column(tup, desc, 21, &isnull));
-		s->old_batch_snap = column(tup, desc, 22, &isnull);
+		s->old_batch_snap = snapshot_column(tup, desc, 22, &isnull);
 		s->has_old_batch = !isnull;
 		d = column(tup, desc, 23, &isnull);
 		s->old_acked_seq = isnull ? 0 : DatumGetInt64(d);

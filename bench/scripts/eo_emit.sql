@@ -1,5 +1,5 @@
 -- eo with an emitted event, against hand_outbox and hand_pgq.  The outbox
--- has the default notify => true: one NOTIFY per emitting transaction.
+-- has the default notify => false (the doorbell wakes relays, no NOTIFY).
 -- run.sh enables it only if the installed eo has eo_emit and
 -- eo_outbox_create.
 BEGIN;
