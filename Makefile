@@ -20,7 +20,8 @@ OBJS = \
 	src/outbox.o \
 	src/emit.o \
 	src/outbox_partitions.o \
-	src/relay.o
+	src/relay.o \
+	src/outbox_metrics.o
 
 # Install scripts: the released 0.1.0 script (never edited) and one update
 # script per later version.  CREATE EXTENSION runs 0.1.0 and then every

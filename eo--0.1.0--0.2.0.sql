@@ -326,3 +326,169 @@ CREATE OR REPLACE FUNCTION @extschema@.eo_outbox_create(
 RETURNS pg_catalog.regclass
 AS 'MODULE_PATHNAME', 'eo_outbox_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---- metrics for scrapers (issue 13): cheap to read, readable by pg_monitor ----
+-- Counts and ages only: no key, result, payload or event is shown.  Each
+-- costs O(generations), O(live leases) or O(slots), never a scan of keys
+-- or events, so a scrape every few seconds stays cheap at any size.
+
+-- Per-slot counters of the relay, written with the slot row anyway.
+ALTER TABLE eo_internal.eo_outbox_slots
+    ADD COLUMN fetched_events pg_catalog.int8 NOT NULL DEFAULT 0,
+    ADD COLUMN acked_events pg_catalog.int8 NOT NULL DEFAULT 0,
+    ADD COLUMN redelivered_events pg_catalog.int8 NOT NULL DEFAULT 0;
+
+-- What the key functions answered in this database (shared memory, kept
+-- across clean restarts; NULLs without shared_preload_libraries).
+CREATE FUNCTION @extschema@.eo_metrics_claims(
+    OUT since pg_catalog.timestamptz,
+    OUT claimed pg_catalog.int8,
+    OUT duplicates pg_catalog.int8,
+    OUT busy pg_catalog.int8,
+    OUT dead_answers pg_catalog.int8,
+    OUT leases_taken_over pg_catalog.int8,
+    OUT completed pg_catalog.int8,
+    OUT failed pg_catalog.int8,
+    OUT keys_dead pg_catalog.int8,
+    OUT leases_reclaimed pg_catalog.int8,
+    OUT fingerprint_conflicts pg_catalog.int8,
+    OUT stale_tokens_refused pg_catalog.int8)
+RETURNS record
+AS 'MODULE_PATHNAME', 'eo_metrics_claims'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW @extschema@.eo_metrics_claims AS
+SELECT * FROM @extschema@.eo_metrics_claims();
+
+-- The maintenance passes (the worker's and eo_maintain()'s) in this database.
+CREATE FUNCTION @extschema@.eo_metrics_maintenance(
+    OUT since pg_catalog.timestamptz,
+    OUT last_pass_end pg_catalog.timestamptz,
+    OUT last_pass_seconds pg_catalog.float8,
+    OUT passes pg_catalog.int8,
+    OUT leases_reclaimed pg_catalog.int8,
+    OUT generations_switched pg_catalog.int8,
+    OUT generations_retired pg_catalog.int8,
+    OUT generations_dropped pg_catalog.int8,
+    OUT switches_postponed_retention pg_catalog.int8,
+    OUT switches_postponed_lock pg_catalog.int8,
+    OUT outbox_failures pg_catalog.int8,
+    OUT drop_step_errors pg_catalog.int8,
+    OUT reclaim_step_errors pg_catalog.int8,
+    OUT switch_step_errors pg_catalog.int8,
+    OUT retire_step_errors pg_catalog.int8,
+    OUT outbox_step_errors pg_catalog.int8)
+RETURNS record
+AS 'MODULE_PATHNAME', 'eo_metrics_maintenance'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW @extschema@.eo_metrics_maintenance AS
+SELECT m.*,
+       pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) m.last_pass_end)
+           AS seconds_since_last_pass
+FROM @extschema@.eo_metrics_maintenance() m;
+
+-- The key store: sizes from the catalog (estimates, as fresh as the last
+-- ANALYZE), leases and retries through the partial index on
+-- lease_expires_at, which holds only keys in flight or failed.
+CREATE FUNCTION eo_internal.eo_metrics_keys(
+    OUT generations pg_catalog.int4,
+    OUT estimated_keys pg_catalog.int8,
+    OUT bytes pg_catalog.int8,
+    OUT leases pg_catalog.int8,
+    OUT expired_leases pg_catalog.int8,
+    OUT oldest_lease_age_seconds pg_catalog.float8,
+    OUT retries_waiting pg_catalog.int8)
+RETURNS record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g pg_catalog.regclass;
+    n pg_catalog.int8;
+    x pg_catalog.int8;
+    r pg_catalog.int8;
+    oldest pg_catalog.timestamptz;
+    since pg_catalog.timestamptz;
+BEGIN
+    SELECT pg_catalog.count(*), pg_catalog.sum(GREATEST(c.reltuples, 0))::pg_catalog.int8,
+           pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid))::pg_catalog.int8
+      INTO generations, estimated_keys, bytes
+      FROM eo_internal.eo_generations gen
+      JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) gen.relid
+     WHERE gen.state OPERATOR(pg_catalog.=) ANY ('{c,o}');
+    leases := 0;
+    expired_leases := 0;
+    retries_waiting := 0;
+    FOR g IN SELECT relid FROM eo_internal.eo_generations
+             WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')
+    LOOP
+        EXECUTE pg_catalog.format(
+            'SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p''),'
+            ' pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p'''
+            '   AND lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()),'
+            ' pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''f''),'
+            ' pg_catalog.min(updated_at) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p'')'
+            ' FROM %s WHERE lease_expires_at IS NOT NULL', g)
+          INTO n, x, r, since;
+        leases := leases OPERATOR(pg_catalog.+) n;
+        expired_leases := expired_leases OPERATOR(pg_catalog.+) x;
+        retries_waiting := retries_waiting OPERATOR(pg_catalog.+) r;
+        IF since IS NOT NULL AND (oldest IS NULL OR since OPERATOR(pg_catalog.<) oldest) THEN
+            oldest := since;
+        END IF;
+    END LOOP;
+    generations := coalesce(generations, 0);
+    estimated_keys := coalesce(estimated_keys, 0);
+    bytes := coalesce(bytes, 0);
+    oldest_lease_age_seconds := pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) oldest);
+END
+$$;
+REVOKE ALL ON FUNCTION eo_internal.eo_metrics_keys() FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.eo_metrics_keys(
+    OUT generations pg_catalog.int4,
+    OUT estimated_keys pg_catalog.int8,
+    OUT bytes pg_catalog.int8,
+    OUT leases pg_catalog.int8,
+    OUT expired_leases pg_catalog.int8,
+    OUT oldest_lease_age_seconds pg_catalog.float8,
+    OUT retries_waiting pg_catalog.int8)
+RETURNS record
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM eo_internal.eo_metrics_keys() $$;
+
+CREATE VIEW @extschema@.eo_metrics_keys AS
+SELECT * FROM @extschema@.eo_metrics_keys();
+
+-- Per outbox and consumer group (src/outbox_metrics.c).
+CREATE FUNCTION @extschema@.eo_outbox_metrics(
+    OUT outbox pg_catalog.text,
+    OUT consumer_group pg_catalog.text,
+    OUT slots pg_catalog.int4,
+    OUT leased_slots pg_catalog.int4,
+    OUT events_emitted pg_catalog.int8,
+    OUT events_fetched pg_catalog.int8,
+    OUT events_acked pg_catalog.int8,
+    OUT events_redelivered pg_catalog.int8,
+    OUT oldest_pending_age_seconds pg_catalog.float8,
+    OUT retention_seconds pg_catalog.float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_outbox_metrics'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW @extschema@.eo_metrics_outbox AS
+SELECT * FROM @extschema@.eo_outbox_metrics();
+
+-- Nothing for PUBLIC; monitoring roles read them by default.
+REVOKE ALL ON FUNCTION @extschema@.eo_metrics_claims() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_metrics_maintenance() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_metrics_keys() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_outbox_metrics() FROM PUBLIC;
+REVOKE ALL ON TABLE @extschema@.eo_metrics_claims, @extschema@.eo_metrics_maintenance,
+    @extschema@.eo_metrics_keys, @extschema@.eo_metrics_outbox FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.eo_metrics_claims(), @extschema@.eo_metrics_maintenance(),
+    @extschema@.eo_metrics_keys(), @extschema@.eo_outbox_metrics() TO pg_monitor;
+GRANT SELECT ON TABLE @extschema@.eo_metrics_claims, @extschema@.eo_metrics_maintenance,
+    @extschema@.eo_metrics_keys, @extschema@.eo_metrics_outbox TO pg_monitor;

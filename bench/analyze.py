@@ -50,6 +50,7 @@ DESCRIPTIONS = {
     "eo_emit": "eo: eo_claim, change, eo_emit, eo_complete (default outbox: doorbell, no NOTIFY)",
     "eo_emit_notify": "eo + emit, outbox notify => true (NOTIFY for LISTEN)",
     "eo_lease": "eo lease mode: claim txn, then change + complete(token)",
+    "eo_nocount": "eo with eo.track_counts = off (no counters: what counting costs)",
     "hand_lease": "hand-written 2 txns: PROCESSING+lease, then change + DONE",
 }
 ORDER = list(DESCRIPTIONS)
@@ -68,6 +69,7 @@ TARGETS = [
     ("eo + emit vs PgQ, tps", "eo_emit", "hand_pgq", "base", "tps", ">=", 1.10),
     ("eo + emit (notify => true, LISTEN) vs hand-written outbox, tps", "eo_emit_notify", "hand_outbox", "base", "tps", ">=", 1.00),
     ("eo lease mode vs hand-written two-transaction, tps", "eo_lease", "hand_lease", "base", "tps", ">=", 1.00),
+    ("eo with counters vs eo.track_counts = off, tps (issue 13)", "eo", "eo_nocount", "base", "tps", ">=", 0.98),
     ("eo vs hand-written, WAL bytes per message", "eo", "hand", "base", "wal_bytes_per_msg", "<", 1.00),
     ("eo vs hand-written, dead key-row versions per processed message", "eo", "hand", "base", "key_dead_per_key", "<", 1.00),
 ]
@@ -395,6 +397,42 @@ def section_scale(outdir, meta, T):
     return L
 
 
+def section_scrape(outdir, meta, T):
+    rows = load(os.path.join(outdir, "scrape.csv"))
+    L = ["\n## Scrape cost\n"]
+    L.append(f"The exporter queries of `monitoring/queries.yaml` (the four eo_metrics views) against "
+             f"{meta.get('scrape_small_keys')} and {meta.get('scrape_keys')} stored keys, each database "
+             f"also holding 10 live leases, 10 failed keys and an outbox with one group and 1,000 events "
+             f"(half acknowledged); timed in the server, {meta.get('scrape_n')} scrapes per measurement, "
+             f"{meta.get('scrape_rounds')} rounds in alternating order; ms per whole scrape. 0.1.0's "
+             f"`eo_keys_overview`, which reads every key, beside them for contrast.\n")
+    by = {}
+    for r in rows:
+        by.setdefault(r["setting"], []).append(r)
+    if rows:
+        L.append("| setting | keys | exporter scrape ms (median, range) | eo_keys_overview ms (median) |")
+        L.append("|---|---:|---|---:|")
+        for s in ("small", "big"):
+            rs = by.get(s, [])
+            if not rs:
+                continue
+            ex = [fl(r, "exporter_ms") for r in rs]
+            ov = [fl(r, "overview_ms") for r in rs]
+            L.append(f"| {s} | {rs[0]['keys']} | {statistics.median(ex):.2f} ({min(ex):.2f}-{max(ex):.2f}) | "
+                     f"{statistics.median(ov):.1f} |")
+    ratios = []
+    for rnd in sorted({r["round"] for r in rows}):
+        s = [fl(r, "exporter_ms") for r in rows if r["round"] == rnd and r["setting"] == "small"]
+        b = [fl(r, "exporter_ms") for r in rows if r["round"] == rnd and r["setting"] == "big"]
+        if s and b and s[0] > 0:
+            ratios.append(b[0] / s[0])
+    m = statistics.median(ratios) if ratios else float("nan")
+    T.append((f"scrape cost: exporter queries at {meta.get('scrape_keys')} vs {meta.get('scrape_small_keys')} keys",
+              f"{m:.3f}x" + (f" (rounds {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""),
+              "<= 1.50x", verdict(m, "<=", 1.5) if ratios else "not measured"))
+    return L
+
+
 def section_reclaim(outdir, meta, T):
     rows = load(os.path.join(outdir, "reclaim.csv"))
     L = ["\n## Lease reclaim delay\n"]
@@ -523,11 +561,12 @@ def cmd_summary(csv_path, outdir, meta_path):
                 L.append(f"| {label} | {n} | {m:.3f}x | {min(rs):.3f}-{max(rs):.3f} | "
                          f"{op} {thr:.2f}x | **{v}** |")
             verdicts[v] += 1
-    parts = meta.get("parts", "contenders relay retention scale reclaim").split()
+    parts = meta.get("parts", "contenders relay retention scale reclaim scrape").split()
     failed = meta.get("parts_failed", "").split()
     T, S = [], []
     for name, fn in (("relay", section_relay), ("retention", section_retention),
-                     ("scale", section_scale), ("reclaim", section_reclaim)):
+                     ("scale", section_scale), ("reclaim", section_reclaim),
+                     ("scrape", section_scrape)):
         if name in parts:
             S += fn(outdir, meta, T)
             if name in failed:

@@ -41,6 +41,11 @@ RECLAIM_LEASE_S=${RECLAIM_LEASE_S:-1}
 RECLAIM_NAPTIME_S=${RECLAIM_NAPTIME_S:-1} # eo.naptime during the part
 RECLAIM_POLL_MS=${RECLAIM_POLL_MS:-50}
 
+SCRAPE_KEYS=${SCRAPE_KEYS:-1000000}        # keys stored in the big setting
+SCRAPE_SMALL_KEYS=${SCRAPE_SMALL_KEYS:-10000}
+SCRAPE_N=${SCRAPE_N:-20}                   # scrapes timed per measurement
+SCRAPE_ROUNDS=${SCRAPE_ROUNDS:-3}
+
 # ---------------------------------------------------------------------------
 # Helpers
 
@@ -631,4 +636,90 @@ EOF
 reclaim_cleanup() {
     bq -c "ALTER SYSTEM RESET eo.naptime" -c "ALTER SYSTEM RESET eo.databases" >/dev/null 2>&1 || true
     bq -c "SELECT pg_reload_conf()" >/dev/null 2>&1 || true
+}
+
+# ---------------------------------------------------------------------------
+# 5. Scrape cost (issue 13): the exporter queries of monitoring/queries.yaml
+# against SCRAPE_SMALL_KEYS and SCRAPE_KEYS stored keys (plus 10 live
+# leases, 10 failed keys, one outbox with a group and 1,000 events, half of
+# them acknowledged), timed in the server (bench_scrape: every query run
+# and its rows read, SCRAPE_N times; ms per whole scrape), the order
+# alternating over SCRAPE_ROUNDS rounds.  0.1.0's eo_keys_overview, which
+# reads every key, is timed beside them (3 times per round) for contrast.
+
+# The queries of queries.yaml, one per line.
+scrape_queries() {
+    python3 -c '
+import re, sys
+text = open(sys.argv[1]).read()
+for block in re.findall(r"^  query: \|\n((?:    .*\n)+)", text, re.M):
+    print(" ".join(line.strip() for line in block.splitlines()))
+' "$REPO_ROOT/monitoring/queries.yaml"
+}
+
+scrape_db_setup() {
+    local db=$1 keys=$2 i tok
+    scale_db_setup "$db"
+    scale_load "$db" "$keys" 1
+    scrape_queries >"$EO_TMP/scrape_queries.txt"
+    dbq "$db" >/dev/null <<EOF
+SET client_min_messages = warning;
+CREATE TABLE scrape_q (q text);
+\\copy scrape_q FROM '$EO_TMP/scrape_queries.txt'
+SELECT eo_claim('lease:' || g, lease => '1 hour') FROM generate_series(1, 10) g;
+SELECT eo_fail('failed:' || g, 'x', retry_after => '1 hour') FROM generate_series(1, 10) g;
+SELECT eo_outbox_create('scrape_ob');
+SELECT eo_group_create('scrape_ob', 'g');
+INSERT INTO scrape_ob (aggregatetype, aggregateid, type, payload)
+SELECT 'a', (g % 100)::text, 't', '{}' FROM generate_series(1, 1000) g;
+CREATE FUNCTION bench_scrape(qs text[], n int) RETURNS float8 LANGUAGE plpgsql AS \$f\$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+    q text;
+    r record;
+BEGIN
+    FOR i IN 1 .. n LOOP
+        FOREACH q IN ARRAY qs LOOP
+            FOR r IN EXECUTE q LOOP END LOOP;
+        END LOOP;
+    END LOOP;
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1000 / n;
+END \$f\$;
+ANALYZE;
+EOF
+    [ "$(dbq "$db" -c "SELECT count(*) FROM scrape_q")" = 4 ] || { echo "scrape: queries.yaml did not give 4 queries" >&2; return 1; }
+    # half of the events acknowledged: 4 fetches of up to 125 (one slot each)
+    for i in 1 2 3 4; do
+        tok=$(dbq "$db" -c "SELECT max(lease_token) FROM eo_relay_fetch('scrape_ob', 'g', 125, '1 hour')")
+        [ -z "$tok" ] || dbq "$db" -c "SELECT eo_relay_ack('scrape_ob', 'g', $tok)" >/dev/null
+    done
+}
+
+scrape_run() {
+    local round=$1 setting=$2 keys=$3 db="scrape_$2" ms ov
+    ms=$(dbq "$db" -c "SELECT bench_scrape(array_agg(q), $SCRAPE_N) FROM scrape_q")
+    ov=$(dbq "$db" -c "SELECT bench_scrape(ARRAY['SELECT * FROM eo_keys_overview'], 3)")
+    [ -f "$RESULTS/scrape.csv" ] || csv_row round setting keys scrapes exporter_ms overview_ms >"$RESULTS/scrape.csv"
+    csv_row "$round" "$setting" "$keys" "$SCRAPE_N" "$ms" "$ov" >>"$RESULTS/scrape.csv"
+    printf '  %-6s round %s: %s keys: exporter scrape %.2f ms, eo_keys_overview %.1f ms\n' "$setting" "$round" "$keys" "$ms" "$ov"
+}
+
+part_scrape() {
+    local r
+    scrape_db_setup scrape_small "$SCRAPE_SMALL_KEYS"
+    scrape_db_setup scrape_big "$SCRAPE_KEYS"
+    for r in $(seq 1 "$SCRAPE_ROUNDS"); do
+        if [ $((r % 2)) = 1 ]; then
+            scrape_run "$r" small "$SCRAPE_SMALL_KEYS"; scrape_run "$r" big "$SCRAPE_KEYS"
+        else
+            scrape_run "$r" big "$SCRAPE_KEYS"; scrape_run "$r" small "$SCRAPE_SMALL_KEYS"
+        fi
+    done
+}
+
+scrape_cleanup() {
+    local s
+    for s in small big; do
+        "$PGBIN/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS scrape_$s WITH (FORCE)" >/dev/null 2>&1 || true
+    done
 }

@@ -42,7 +42,7 @@
 #   BENCH_SKIP_BUILD=1  benchmark the eo installed in the system (no build)
 #   BENCH_NOTE="..."  a line printed at the top of the summary
 #   EO_KEEP=1         keep the scratch directory (server log, data directory)
-#   PARTS="contenders relay retention scale reclaim"   the parts to run
+#   PARTS="contenders relay retention scale reclaim scrape"   the parts to run
 #   RELAY_*, RETENTION_*, SCALE_*, RECLAIM_*   sizes of the other parts: see
 #                     bench/parts.sh (defaults: the sizes of issue 5)
 # A quick smoke run of the contenders: PARTS=contenders ROUNDS=1 DURATION=2 bash bench/run.sh
@@ -61,13 +61,13 @@ DURATION=${DURATION:-8}
 CLIENTS=${CLIENTS-"1 8"}
 DUP_PCT=${DUP_PCT:-10}
 STORM_PCT=${STORM_PCT:-50}
-CONTENDERS=${CONTENDERS-"floor hand hand_min hand_outbox hand_pgq one_write eo eo_noresult eo_emit eo_emit_notify eo_lease hand_lease"}
+CONTENDERS=${CONTENDERS-"floor hand hand_min hand_outbox hand_pgq one_write eo eo_nocount eo_noresult eo_emit eo_emit_notify eo_lease hand_lease"}
 STORM_CONTENDERS=${STORM_CONTENDERS-"hand eo"}
 NACCOUNTS=${NACCOUNTS:-10000}
 WARMUP=${WARMUP:-3}
 SEED=${SEED:-20241129}
 JOBS=${JOBS:-1}                 # pgbench threads
-PARTS=${PARTS-"contenders relay retention scale reclaim"}
+PARTS=${PARTS-"contenders relay retention scale reclaim scrape"}
 BENCH_DB=bench
 TODO_NOTES=()
 
@@ -78,7 +78,7 @@ TODO_NOTES=()
 EO_KEY_TABLES=${EO_KEY_TABLES:-'eo\_keys%'}
 declare -A KEY_TABLE=(
     [floor]=- [hand]=processed [hand_min]=processed_min [hand_outbox]=processed
-    [hand_pgq]=processed [one_write]=processed [eo]=$EO_KEY_TABLES
+    [hand_pgq]=processed [one_write]=processed [eo]=$EO_KEY_TABLES [eo_nocount]=$EO_KEY_TABLES
     [eo_noresult]=$EO_KEY_TABLES [eo_emit]=$EO_KEY_TABLES [eo_emit_notify]=$EO_KEY_TABLES
     [eo_lease]=$EO_KEY_TABLES
     [hand_lease]=processed_lease
@@ -160,6 +160,12 @@ reset_state() {
         echo "DROP EXTENSION eo CASCADE;"
         echo "DROP TABLE IF EXISTS bench_outbox, bench_outbox_notify CASCADE;"
         echo "CREATE EXTENSION eo;"
+        # eo.track_counts is superuser-only: set for the role, per run.
+        if [ "$contender" = eo_nocount ]; then
+            echo "ALTER ROLE bench_app SET eo.track_counts = off;"
+        else
+            echo "ALTER ROLE bench_app RESET eo.track_counts;"
+        fi
         echo "GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval),"
         echo "    eo_complete(text, jsonb, bigint) TO bench_app;"
         [ "$HAVE_EMIT" != 1 ] || echo "$EMIT_SQL"
@@ -315,6 +321,13 @@ bench_reclaim() {
     reclaim_cleanup
 }
 
+# Scrape cost: the exporter queries at SCRAPE_SMALL_KEYS vs SCRAPE_KEYS keys.
+bench_scrape() {
+    want_part scrape || { TODO_NOTES+=("scrape cost: not run (PARTS)"); return 0; }
+    part_run scrape part_scrape
+    scrape_cleanup
+}
+
 # ---------------------------------------------------------------------------
 
 write_meta() {
@@ -361,6 +374,10 @@ reclaim_spread_ms=$RECLAIM_SPREAD_MS
 reclaim_lease_s=$RECLAIM_LEASE_S
 reclaim_naptime_s=$RECLAIM_NAPTIME_S
 reclaim_poll_ms=$RECLAIM_POLL_MS
+scrape_keys=$SCRAPE_KEYS
+scrape_small_keys=$SCRAPE_SMALL_KEYS
+scrape_n=$SCRAPE_N
+scrape_rounds=$SCRAPE_ROUNDS
 EOF
 }
 
@@ -390,6 +407,7 @@ main() {
     bench_retention
     bench_scale
     bench_reclaim
+    bench_scrape
     stop_server
     write_meta
     log "summary"

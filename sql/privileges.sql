@@ -23,7 +23,7 @@ WHERE d.classid = 'pg_proc'::regclass
 ORDER BY p.proname;
 
 -- Every table and sequence of the extension: no privilege for PUBLIC or
--- any role other than the owner.
+-- any role other than the owner, but for the metrics views (below).
 SELECT c.oid::regclass AS relation,
        c.relkind,
        (SELECT count(*)
@@ -43,6 +43,19 @@ WHERE d.classid = 'pg_class'::regclass
   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')
   AND d.deptype = 'e'
 ORDER BY c.relname;
+-- The only grants eo makes: its eo_metrics_* views, and the functions
+-- behind them, to pg_monitor (counts and ages only; issue 13).
+SELECT c.relname AS object, a.grantee::regrole, a.privilege_type
+FROM pg_class AS c, aclexplode(c.relacl) AS a
+WHERE c.relnamespace = (SELECT extnamespace FROM pg_extension WHERE extname = 'eo')
+  AND a.grantee <> c.relowner
+UNION ALL
+SELECT p.oid::regprocedure::text, a.grantee::regrole, a.privilege_type
+FROM pg_proc AS p, aclexplode(p.proacl) AS a
+WHERE p.pronamespace IN (SELECT extnamespace FROM pg_extension WHERE extname = 'eo'
+                         UNION ALL SELECT 'eo_internal'::regnamespace)
+  AND a.grantee <> p.proowner AND a.grantee <> 0
+ORDER BY 1;
 SELECT table_name, privilege_type
 FROM information_schema.role_table_grants
 WHERE grantee = 'PUBLIC' AND table_name LIKE 'eo\_%';

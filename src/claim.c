@@ -300,9 +300,42 @@ static bool
 report(ClaimOutcome *out, const char *status)
 {
 	out->status = status;
-	if (strcmp(status, "duplicate") == 0)
-		eo_stat_count(EO_STAT_DUPLICATES);
 	return true;
+}
+
+/* An expired lease: a new attempt (a takeover), or dead if none is left. */
+static bool
+take_over(const ClaimRequest *req, ClaimOutcome *out)
+{
+	if (out->row.attempts >= eo_max_attempts)
+	{
+		if (!declare_dead(req, out, "lease expired"))
+			return false;
+		eo_stat_count(EO_STAT_KEYS_DEAD);
+		return true;
+	}
+	if (!claim_again(req, out))
+		return false;
+	eo_stat_count(EO_STAT_TAKEN_OVER);
+	return true;
+}
+
+/* Count what eo_claim answered. */
+static void
+count_answer(const ClaimOutcome *out)
+{
+	switch (out->status[0])
+	{
+		case 'c':
+			eo_stat_count(EO_STAT_CLAIMED);
+			break;
+		case 'd':
+			eo_stat_count(out->status[1] == 'u' ? EO_STAT_DUPLICATES : EO_STAT_DEAD_ANSWERS);
+			break;
+		case 'b':
+			eo_stat_count(EO_STAT_BUSY);
+			break;
+	}
 }
 
 /* Decide on a key that exists; false if a race was lost (look again). */
@@ -322,15 +355,16 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 		case EO_PROCESSING:
 			if (lease_live(row, req->now))
 				return report(out, "busy");
-			if (row->attempts >= eo_max_attempts)
-				return declare_dead(req, out, "lease expired");
-			return claim_again(req, out);
+			return take_over(req, out);
 		case EO_FAILED:
 			if (lease_live(row, req->now))
 				return report(out, "busy");
-			if (row->attempts >= eo_max_attempts)
-				return declare_dead(req, out, NULL);
-			return claim_again(req, out);
+			if (row->attempts < eo_max_attempts)
+				return claim_again(req, out);
+			if (!declare_dead(req, out, NULL))
+				return false;
+			eo_stat_count(EO_STAT_KEYS_DEAD);
+			return true;
 	}
 	elog(ERROR, "eo: key \"%s\" has unknown state '%c'",
 		 text_to_cstring(row->key), row->state);
@@ -410,6 +444,7 @@ eo_claim(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("eo_claim()");
 	eo_ks_begin(EO_KS_WRITE);
 	claim_key(&req, &out);
+	count_answer(&out);
 
 	PG_RETURN_DATUM(claim_result(fcinfo, &out));
 }
@@ -560,12 +595,14 @@ eo_complete(PG_FUNCTION_ARGS)
 	Oid			caller = GetUserId();
 
 	PreventCommandIfReadOnly("eo_complete()");
-	if (!with_token && complete_pending(key, result, caller))
-		PG_RETURN_VOID();
-	write_pending(key, caller);
-	eo_ks_begin(EO_KS_READ);
-	while (!complete_key(key, result, with_token, token, caller))
-		CHECK_FOR_INTERRUPTS();
+	if (with_token || !complete_pending(key, result, caller))
+	{
+		write_pending(key, caller);
+		eo_ks_begin(EO_KS_READ);
+		while (!complete_key(key, result, with_token, token, caller))
+			CHECK_FOR_INTERRUPTS();
+	}
+	eo_stat_count(EO_STAT_COMPLETED);
 	PG_RETURN_VOID();
 }
 
@@ -580,14 +617,16 @@ typedef struct FailRequest
 	int64		retry_usecs;
 	Oid			caller;
 	TimestampTz now;
+	bool		became_dead;	/* set by set_failed */
 } FailRequest;
 
 /* Record the failure on the row; attempts counts it if not yet counted. */
 static void
-set_failed(EoKey *row, const FailRequest *req, bool count_attempt)
+set_failed(EoKey *row, FailRequest *req, bool count_attempt)
 {
 	if (count_attempt)
 		row->attempts++;
+	req->became_dead = row->state != EO_DEAD && row->attempts >= eo_max_attempts;
 	row->state = row->attempts >= eo_max_attempts ? EO_DEAD : EO_FAILED;
 	row->has_expiry = row->state == EO_FAILED;
 	row->lease_expires_at = req->now + req->retry_usecs;
@@ -599,7 +638,7 @@ set_failed(EoKey *row, const FailRequest *req, bool count_attempt)
 
 /* A transaction-mode attempt rolled back before it left any row. */
 static bool
-fail_unknown_key(const FailRequest *req, EoKey *row)
+fail_unknown_key(FailRequest *req, EoKey *row)
 {
 	memset(row, 0, sizeof(*row));
 	row->key = req->key;
@@ -611,7 +650,7 @@ fail_unknown_key(const FailRequest *req, EoKey *row)
 
 /* The failure of the attempt that holds the key now (token or this xact). */
 static bool
-fail_held_key(const FailRequest *req, EoKey *row)
+fail_held_key(FailRequest *req, EoKey *row)
 {
 	set_failed(row, req, false);
 	return eo_ks_update(row);
@@ -619,7 +658,7 @@ fail_held_key(const FailRequest *req, EoKey *row)
 
 /* A retry attempt that rolled back: the row still says failed. */
 static bool
-fail_after_rollback(const FailRequest *req, EoKey *row)
+fail_after_rollback(FailRequest *req, EoKey *row)
 {
 	if (row->state == EO_DEAD)
 		return true;
@@ -630,7 +669,7 @@ fail_after_rollback(const FailRequest *req, EoKey *row)
 }
 
 static bool
-fail_key(const FailRequest *req, EoKey *row)
+fail_key(FailRequest *req, EoKey *row)
 {
 	if (!eo_ks_find(req->key, row))
 	{
@@ -673,9 +712,13 @@ eo_fail(PG_FUNCTION_ARGS)
 	{
 		CHECK_FOR_INTERRUPTS();
 		req.now = GetCurrentTimestamp();
+		req.became_dead = false;
 		if (fail_key(&req, &row))
 			break;
 	}
+	eo_stat_count(EO_STAT_FAILED);
+	if (req.became_dead)
+		eo_stat_count(EO_STAT_KEYS_DEAD);
 	PG_RETURN_TEXT_P(cstring_to_text(row.state == EO_DEAD ? "dead" : "retry"));
 }
 

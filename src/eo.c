@@ -121,6 +121,15 @@ _PG_init(void)
 							   PGC_SIGHUP, GUC_LIST_INPUT,
 							   NULL, NULL, NULL);
 
+	/* Like track_counts: off only to measure what counting costs. */
+	DefineCustomBoolVariable("eo.track_counts",
+							 "Counts claims, completions and maintenance passes for the eo_metrics views.",
+							 "Needs eo in shared_preload_libraries.",
+							 &eo_track_counts,
+							 true,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("eo");
 
 	/*

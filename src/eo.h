@@ -133,7 +133,15 @@ typedef struct EoGenSet
 extern void eo_gen_start(const EoGenSet *set);
 extern void eo_gen_make_ahead(const EoGenSet *set);
 extern void eo_gen_bind_all(const EoGenSet *set);
-extern bool eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live);
+/* What eo_gen_maybe_switch did. */
+typedef enum EoSwitch
+{
+	EO_SWITCH_NOT_DUE,
+	EO_SWITCH_DONE,
+	EO_SWITCH_TOO_MANY,			/* due, but too many live generations */
+	EO_SWITCH_LOCK_BUSY			/* due, but the registry lock was not had */
+} EoSwitch;
+extern EoSwitch eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live);
 extern List *eo_gen_retire_candidates(const EoGenSet *set, int retention_secs);
 extern void eo_gen_retire(const EoGenSet *set, int32 gen);
 extern int	eo_gen_drop_retired(const EoGenSet *set);
@@ -194,7 +202,20 @@ typedef struct EoPassStats
 	int64		retired;		/* generations no longer read */
 	int64		dropped;		/* generation tables dropped */
 	int64		outbox_failures;	/* outboxes that could not be kept */
+	int64		postponed_retention;	/* switch due, too many live generations */
+	int64		postponed_lock;	/* switch due, the registry lock not had */
 } EoPassStats;
+
+/* The steps of a pass, for counting the ones that failed. */
+typedef enum EoStep
+{
+	EO_STEP_DROP,
+	EO_STEP_RECLAIM,
+	EO_STEP_SWITCH,
+	EO_STEP_RETIRE,
+	EO_STEP_OUTBOX,
+	EO_NSTEPS
+} EoStep;
 
 extern void eo_reclaim_step(EoPassStats *stats, bool *more);
 extern void eo_switch_step(EoPassStats *stats);
@@ -202,18 +223,38 @@ extern void eo_retire_step(EoPassStats *stats);
 extern void eo_drop_step(EoPassStats *stats);
 extern void eo_outbox_step(EoPassStats *stats);
 
-/* stats.c: counters behind eo_keys_overview (shared memory, preload) */
+/* stats.c: cumulative counters behind eo_metrics_* (shared memory, preload) */
 typedef enum EoStat
 {
 	EO_STAT_DUPLICATES,			/* eo_claim answered 'duplicate' */
 	EO_STAT_FINGERPRINT_CONFLICTS,	/* a fingerprint mismatch was refused */
 	EO_STAT_STALE_TOKENS,		/* a stale lease token (key or relay batch) was refused */
-	EO_NSTATS
+	EO_STAT_CLAIMED,			/* eo_claim answered 'claimed' */
+	EO_STAT_BUSY,				/* eo_claim answered 'busy' */
+	EO_STAT_DEAD_ANSWERS,		/* eo_claim answered 'dead' */
+	EO_STAT_TAKEN_OVER,			/* a claim took over an expired lease */
+	EO_STAT_COMPLETED,			/* eo_complete calls that returned */
+	EO_STAT_FAILED,				/* eo_fail calls that returned */
+	EO_STAT_KEYS_DEAD,			/* keys that became dead (any way) */
+	EO_STAT_RECLAIMED,			/* expired leases reclaimed by maintenance */
+	EO_STAT_PASSES,				/* maintenance passes finished */
+	EO_STAT_SWITCHED,			/* key generations switched */
+	EO_STAT_RETIRED,			/* key generations retired */
+	EO_STAT_DROPPED,			/* key generation tables dropped */
+	EO_STAT_POSTPONED_RETENTION,	/* switches postponed: too many generations */
+	EO_STAT_POSTPONED_LOCK,		/* switches postponed: registry lock busy */
+	EO_STAT_OUTBOX_FAILURES,	/* outboxes a pass could not keep */
+	EO_STAT_STEP_ERRORS,		/* first of EO_NSTEPS: steps that failed */
+	EO_NSTATS = EO_STAT_STEP_ERRORS + EO_NSTEPS
 } EoStat;
 
+extern bool eo_track_counts;
 extern Size eo_stats_shmem_size(void);
 extern void eo_stats_shmem_init(void);
 extern void eo_stat_count(EoStat stat);
+extern void eo_stat_add(EoStat stat, int64 n);
+extern void eo_stat_step_failed(EoStep step);
+extern void eo_stat_pass_done(const EoPassStats *stats, TimestampTz started);
 
 /* doorbell.c: waking idle relays at commit (shared memory, preload) */
 extern Size eo_doorbell_shmem_size(void);

@@ -65,8 +65,20 @@ eo_switch_step(EoPassStats *stats)
 	set = eo_ks_generations();
 	eo_gen_bind_all(set);		/* after a restore, or an update from 0.1.0 */
 	eo_gen_make_ahead(set);
-	if (eo_gen_maybe_switch(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS))
-		stats->switched++;
+	switch (eo_gen_maybe_switch(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS))
+	{
+		case EO_SWITCH_DONE:
+			stats->switched++;
+			break;
+		case EO_SWITCH_TOO_MANY:
+			stats->postponed_retention++;
+			break;
+		case EO_SWITCH_LOCK_BUSY:
+			stats->postponed_lock++;
+			break;
+		case EO_SWITCH_NOT_DUE:
+			break;
+	}
 	eo_ks_close();
 }
 
@@ -148,13 +160,16 @@ run_step(void *arg)
  * (a broken object) is reported as a WARNING and the others still run.
  */
 static void
-isolated_step(const char *what, void (*step) (EoPassStats *), EoPassStats *stats)
+isolated_step(const char *what, EoStep which, void (*step) (EoPassStats *), EoPassStats *stats)
 {
 	StepCall	call = {step, stats};
 	ErrorData  *error;
 
 	if (!eo_try(run_step, &call, &error))
+	{
 		eo_warn_failure(error, what, "The other maintenance steps ran.");
+		eo_stat_step_failed(which);
+	}
 }
 
 static void
@@ -174,6 +189,7 @@ Datum
 eo_maintain(PG_FUNCTION_ARGS)
 {
 	EoPassStats stats = {0};
+	TimestampTz started = GetCurrentTimestamp();
 	TupleDesc	tupdesc;
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
@@ -191,11 +207,12 @@ eo_maintain(PG_FUNCTION_ARGS)
 				 errdetail("It must see events committed while it waits for locks.")));
 
 	/* Drop first: only what earlier passes retired, before taking locks. */
-	isolated_step("dropping retired key generations", eo_drop_step, &stats);
-	isolated_step("reclaiming expired leases", reclaim_all, &stats);
-	isolated_step("switching key generations", eo_switch_step, &stats);
-	isolated_step("retiring key generations", eo_retire_step, &stats);
-	isolated_step("keeping outbox partitions", eo_outbox_step, &stats);
+	isolated_step("dropping retired key generations", EO_STEP_DROP, eo_drop_step, &stats);
+	isolated_step("reclaiming expired leases", EO_STEP_RECLAIM, reclaim_all, &stats);
+	isolated_step("switching key generations", EO_STEP_SWITCH, eo_switch_step, &stats);
+	isolated_step("retiring key generations", EO_STEP_RETIRE, eo_retire_step, &stats);
+	isolated_step("keeping outbox partitions", EO_STEP_OUTBOX, eo_outbox_step, &stats);
+	eo_stat_pass_done(&stats, started);
 
 	values[0] = Int64GetDatum(stats.reclaimed);
 	values[1] = Int64GetDatum(stats.dead);

@@ -248,9 +248,9 @@ lock_registry_for_switch(const EoGenSet *set)
 
 /*
  * Make the ahead generation current once the current one has been current
- * for `interval_secs`.  Returns true if it switched.
+ * for `interval_secs`.  Says whether it switched, or why it did not.
  */
-bool
+EoSwitch
 eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
 {
 	char	   *registry = qualified(set, set->registry);
@@ -263,18 +263,18 @@ eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
 				   registry, interval_secs);
 	run_sql(sql, SPI_OK_SELECT);
 	if (SPI_processed == 0)
-		return false;
+		return EO_SWITCH_NOT_DUE;
 
 	/* Too many live generations (retention held back): keep the current one. */
 	run_sql(psprintf("SELECT 1 FROM %s WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o,r}')",
 					 registry), SPI_OK_SELECT);
 	live = SPI_processed;
 	if (live >= max_live)
-		return false;
+		return EO_SWITCH_TOO_MANY;
 
 	eo_gen_make_ahead(set);
 	if (!lock_registry_for_switch(set))
-		return false;
+		return EO_SWITCH_LOCK_BUSY;
 
 	run_sql(psprintf("UPDATE %s SET state = 'o', ended_at = pg_catalog.clock_timestamp()"
 					 " WHERE state OPERATOR(pg_catalog.=) 'c'", registry), SPI_OK_UPDATE);
@@ -282,7 +282,7 @@ eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
 					 " WHERE state OPERATOR(pg_catalog.=) 'a'", registry), SPI_OK_UPDATE);
 	registry_changed(set);
 	eo_gen_make_ahead(set);
-	return true;
+	return EO_SWITCH_DONE;
 }
 
 /*

@@ -148,13 +148,18 @@ typedef struct Slot
 	int64		old_acked_seq;
 	bool		page_old;		/* the page handed out is of those */
 	int64		sysid;			/* the cluster of its snapshots (cluster.c) */
+	/* counters for eo_outbox_metrics, written with the row anyway */
+	int64		fetched_events;
+	int64		acked_events;
+	int64		redelivered_events;
 } Slot;
 
 #define SLOT_COLUMNS \
 	"slot, pos_snap, pos_lo, batch_snap, batch_hi, batch_lo, acked_seq," \
 	" page_state, page_end, page_last, page_count, lease_token, lease_expires_at," \
 	" hist_xid, hist_seq, fetched_at, acked_at, old_hi, old_seq, old_pos_snap," \
-	" old_pos_lo, old_batch_snap, old_acked_seq, page_old, sysid"
+	" old_pos_lo, old_batch_snap, old_acked_seq, page_old, sysid," \
+	" fetched_events, acked_events, redelivered_events"
 
 /*
  * A lease token: the group's id above this many bits, a value of
@@ -275,10 +280,10 @@ prepare_plans(void)
 	Oid			group_types[2] = {TEXTOID, TEXTOID};
 	Oid			pick_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4ARRAYOID};
 	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
-	Oid			update_types[22] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
+	Oid			update_types[25] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
 		PG_SNAPSHOTOID, INT8OID, INT8OID, INT8OID, CHAROID, INT8OID, BOOLOID, INT4OID,
 		INT8OID, TIMESTAMPTZOID, XID8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-	INT8OID, INT8OID, BOOLOID};
+	INT8OID, INT8OID, BOOLOID, INT8OID, INT8OID, INT8OID};
 	Oid			cut_types[1] = {REGCLASSOID};
 
 	if (plans.ready)
@@ -303,10 +308,11 @@ prepare_plans(void)
 								   " page_state = $10, page_end = $11, page_last = $12, page_count = $13,"
 								   " lease_token = $14, lease_expires_at = $15, hist_xid = $16,"
 								   " hist_seq = $17, fetched_at = $18, acked_at = $19,"
-								   " old_hi = $20, old_seq = $21, page_old = $22"
+								   " old_hi = $20, old_seq = $21, page_old = $22,"
+								   " fetched_events = $23, acked_events = $24, redelivered_events = $25"
 								   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 								   " AND slot OPERATOR(pg_catalog.=) $3",
-								   22, update_types);
+								   25, update_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -501,6 +507,9 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 	s->page_old = !isnull && DatumGetBool(d);
 	d = column(tup, desc, 25, &isnull);
 	s->sysid = isnull ? 0 : DatumGetInt64(d);
+	s->fetched_events = DatumGetInt64(column(tup, desc, 26, &isnull));
+	s->acked_events = DatumGetInt64(column(tup, desc, 27, &isnull));
+	s->redelivered_events = DatumGetInt64(column(tup, desc, 28, &isnull));
 }
 
 #define PARAM(i, value, isnull) \
@@ -509,8 +518,8 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 static void
 write_slot(const char *outbox, const char *grp, const Slot *s)
 {
-	Datum		values[22];
-	char		nulls[22];
+	Datum		values[25];
+	char		nulls[25];
 	Datum		xids[HIST];
 	Datum		seqs[HIST];
 	int			rc;
@@ -544,6 +553,9 @@ write_slot(const char *outbox, const char *grp, const Slot *s)
 	PARAM(19, Int64GetDatum(s->old_hi), !s->has_old);
 	PARAM(20, Int64GetDatum(s->old_seq), !s->has_old);
 	PARAM(21, BoolGetDatum(s->page_old), false);
+	PARAM(22, Int64GetDatum(s->fetched_events), false);
+	PARAM(23, Int64GetDatum(s->acked_events), false);
+	PARAM(24, Int64GetDatum(s->redelivered_events), false);
 
 	rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE || SPI_processed != 1)
@@ -979,6 +991,10 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 		s.fetched_at = now;
 		if (served)
 		{
+			/* A page not acknowledged comes back first, same events first. */
+			if (s.page_state == PAGE_OUT || s.page_state == PAGE_RELEASED)
+				s.redelivered_events += Min(r.count, s.page_count);
+			s.fetched_events += r.count;
 			s.page_state = PAGE_OUT;
 			s.page_end = r.last_seq;
 			s.page_last = !r.more;
@@ -1124,6 +1140,7 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 	if (s->page_state == PAGE_OUT)
 	{
 		count = s->page_count;
+		s->acked_events += count;
 		if (s->page_old)
 		{
 			/* a page of an earlier cluster's events (serve_old) */

@@ -350,7 +350,7 @@ extension_present(void)
  * step that fails is logged and rolled back; the pass goes on.
  */
 static bool
-run_in_transaction(const char *activity, void (*step) (void *), void *arg)
+run_in_transaction(const char *activity, EoStep which, void (*step) (void *), void *arg)
 {
 	volatile bool present = true;
 
@@ -375,6 +375,7 @@ run_in_transaction(const char *activity, void (*step) (void *), void *arg)
 		AbortCurrentTransaction();
 		FlushErrorState();
 		RESUME_INTERRUPTS();
+		eo_stat_step_failed(which);
 	}
 	PG_END_TRY();
 	pgstat_report_stat(false);
@@ -495,26 +496,29 @@ void
 eo_db_worker_main(Datum main_arg)
 {
 	ReclaimArg	r = {{0}, true};
+	TimestampTz started;
 
 	connect_to_database(main_arg);
+	started = GetCurrentTimestamp();
 
 	/*
 	 * Each step commits on its own: the switch's lock must not be held while
 	 * keys are moved, and a table is dropped only once its retirement has
 	 * committed (in an earlier pass).
 	 */
-	if (!run_in_transaction("eo: dropping retired generations", drop_retired, &r.stats))
+	if (!run_in_transaction("eo: dropping retired generations", EO_STEP_DROP, drop_retired, &r.stats))
 		proc_exit(0);			/* not installed here (any more) */
 	while (r.more)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!run_in_transaction("eo: reclaiming expired leases", reclaim, &r))
+		if (!run_in_transaction("eo: reclaiming expired leases", EO_STEP_RECLAIM, reclaim, &r))
 			proc_exit(0);
 	}
-	if (!run_in_transaction("eo: switching key generations", switch_generation, &r.stats) ||
-		!run_in_transaction("eo: retiring key generations", retire, &r.stats) ||
-		!run_in_transaction("eo: keeping outbox partitions", outbox_partitions, &r.stats))
+	if (!run_in_transaction("eo: switching key generations", EO_STEP_SWITCH, switch_generation, &r.stats) ||
+		!run_in_transaction("eo: retiring key generations", EO_STEP_RETIRE, retire, &r.stats) ||
+		!run_in_transaction("eo: keeping outbox partitions", EO_STEP_OUTBOX, outbox_partitions, &r.stats))
 		proc_exit(0);
+	eo_stat_pass_done(&r.stats, started);
 
 	if (r.stats.outbox_failures > 0)
 		ereport(LOG,
@@ -546,7 +550,7 @@ void
 eo_first_generation_main(Datum main_arg)
 {
 	connect_to_database(main_arg);
-	(void) run_in_transaction("eo: making the first key generation", first_generation, NULL);
+	(void) run_in_transaction("eo: making the first key generation", EO_STEP_SWITCH, first_generation, NULL);
 	proc_exit(0);
 }
 
