@@ -330,7 +330,13 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- ---- metrics for scrapers (issue 13): cheap to read, readable by pg_monitor ----
 -- Counts and ages only: no key, result, payload or event is shown.  Each
 -- costs O(generations), O(live leases) or O(slots), never a scan of keys
--- or events, so a scrape every few seconds stays cheap at any size.
+-- or events, so a scrape every few seconds stays cheap at any size.  They
+-- live in schema eo_metrics, whatever schema eo is installed in, so that
+-- an exporter names them fully qualified (monitoring/queries.yaml) and no
+-- object a database owner puts on its search_path is found instead.
+CREATE SCHEMA eo_metrics;
+REVOKE ALL ON SCHEMA eo_metrics FROM PUBLIC;
+GRANT USAGE ON SCHEMA eo_metrics TO pg_monitor;
 
 -- Per-slot counters of the relay, written with the slot row anyway.
 ALTER TABLE eo_internal.eo_outbox_slots
@@ -339,8 +345,8 @@ ALTER TABLE eo_internal.eo_outbox_slots
     ADD COLUMN redelivered_events pg_catalog.int8 NOT NULL DEFAULT 0;
 
 -- What the key functions answered in this database (shared memory, kept
--- across clean restarts; NULLs without shared_preload_libraries).
-CREATE FUNCTION @extschema@.eo_metrics_claims(
+-- across restarts; NULLs without shared_preload_libraries).
+CREATE FUNCTION eo_metrics.claims(
     OUT since pg_catalog.timestamptz,
     OUT claimed pg_catalog.int8,
     OUT duplicates pg_catalog.int8,
@@ -357,11 +363,11 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'eo_metrics_claims'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
-CREATE VIEW @extschema@.eo_metrics_claims AS
-SELECT * FROM @extschema@.eo_metrics_claims();
+CREATE VIEW eo_metrics.claims AS
+SELECT * FROM eo_metrics.claims();
 
 -- The maintenance passes (the worker's and eo_maintain()'s) in this database.
-CREATE FUNCTION @extschema@.eo_metrics_maintenance(
+CREATE FUNCTION eo_metrics.maintenance(
     OUT since pg_catalog.timestamptz,
     OUT last_pass_end pg_catalog.timestamptz,
     OUT last_pass_seconds pg_catalog.float8,
@@ -382,15 +388,16 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'eo_metrics_maintenance'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
-CREATE VIEW @extschema@.eo_metrics_maintenance AS
+CREATE VIEW eo_metrics.maintenance AS
 SELECT m.*,
        pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) m.last_pass_end)
            AS seconds_since_last_pass
-FROM @extschema@.eo_metrics_maintenance() m;
+FROM eo_metrics.maintenance() m;
 
 -- The key store: sizes from the catalog (estimates, as fresh as the last
 -- ANALYZE), leases and retries through the partial index on
--- lease_expires_at, which holds only keys in flight or failed.
+-- lease_expires_at, which holds only keys in flight or failed.  A
+-- generation dropped while this runs (its table gone) is skipped.
 CREATE FUNCTION eo_internal.eo_metrics_keys(
     OUT generations pg_catalog.int4,
     OUT estimated_keys pg_catalog.int8,
@@ -423,14 +430,18 @@ BEGIN
     FOR g IN SELECT relid FROM eo_internal.eo_generations
              WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')
     LOOP
-        EXECUTE pg_catalog.format(
-            'SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p''),'
-            ' pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p'''
-            '   AND lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()),'
-            ' pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''f''),'
-            ' pg_catalog.min(updated_at) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p'')'
-            ' FROM %s WHERE lease_expires_at IS NOT NULL', g)
-          INTO n, x, r, since;
+        BEGIN
+            EXECUTE pg_catalog.format(
+                'SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p''),'
+                ' pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p'''
+                '   AND lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()),'
+                ' pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) ''f''),'
+                ' pg_catalog.min(updated_at) FILTER (WHERE state OPERATOR(pg_catalog.=) ''p'')'
+                ' FROM %s WHERE lease_expires_at IS NOT NULL', g)
+              INTO n, x, r, since;
+        EXCEPTION WHEN undefined_table OR syntax_error THEN
+            CONTINUE;           -- dropped since the registry was read
+        END;
         leases := leases OPERATOR(pg_catalog.+) n;
         expired_leases := expired_leases OPERATOR(pg_catalog.+) x;
         retries_waiting := retries_waiting OPERATOR(pg_catalog.+) r;
@@ -446,7 +457,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION eo_internal.eo_metrics_keys() FROM PUBLIC;
 
-CREATE FUNCTION @extschema@.eo_metrics_keys(
+CREATE FUNCTION eo_metrics.keys(
     OUT generations pg_catalog.int4,
     OUT estimated_keys pg_catalog.int8,
     OUT bytes pg_catalog.int8,
@@ -459,11 +470,11 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM eo_internal.eo_metrics_keys() $$;
 
-CREATE VIEW @extschema@.eo_metrics_keys AS
-SELECT * FROM @extschema@.eo_metrics_keys();
+CREATE VIEW eo_metrics.keys AS
+SELECT * FROM eo_metrics.keys();
 
 -- Per outbox and consumer group (src/outbox_metrics.c).
-CREATE FUNCTION @extschema@.eo_outbox_metrics(
+CREATE FUNCTION eo_metrics.outbox(
     OUT outbox pg_catalog.text,
     OUT consumer_group pg_catalog.text,
     OUT slots pg_catalog.int4,
@@ -478,17 +489,15 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'eo_outbox_metrics'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE VIEW @extschema@.eo_metrics_outbox AS
-SELECT * FROM @extschema@.eo_outbox_metrics();
+CREATE VIEW eo_metrics.outbox AS
+SELECT * FROM eo_metrics.outbox();
 
 -- Nothing for PUBLIC; monitoring roles read them by default.
-REVOKE ALL ON FUNCTION @extschema@.eo_metrics_claims() FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.eo_metrics_maintenance() FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.eo_metrics_keys() FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.eo_outbox_metrics() FROM PUBLIC;
-REVOKE ALL ON TABLE @extschema@.eo_metrics_claims, @extschema@.eo_metrics_maintenance,
-    @extschema@.eo_metrics_keys, @extschema@.eo_metrics_outbox FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.eo_metrics_claims(), @extschema@.eo_metrics_maintenance(),
-    @extschema@.eo_metrics_keys(), @extschema@.eo_outbox_metrics() TO pg_monitor;
-GRANT SELECT ON TABLE @extschema@.eo_metrics_claims, @extschema@.eo_metrics_maintenance,
-    @extschema@.eo_metrics_keys, @extschema@.eo_metrics_outbox TO pg_monitor;
+REVOKE ALL ON FUNCTION eo_metrics.claims(), eo_metrics.maintenance(), eo_metrics.keys(),
+    eo_metrics.outbox() FROM PUBLIC;
+REVOKE ALL ON TABLE eo_metrics.claims, eo_metrics.maintenance, eo_metrics.keys,
+    eo_metrics.outbox FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION eo_metrics.claims(), eo_metrics.maintenance(), eo_metrics.keys(),
+    eo_metrics.outbox() TO pg_monitor;
+GRANT SELECT ON TABLE eo_metrics.claims, eo_metrics.maintenance, eo_metrics.keys,
+    eo_metrics.outbox TO pg_monitor;

@@ -43,18 +43,26 @@ WHERE d.classid = 'pg_class'::regclass
   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')
   AND d.deptype = 'e'
 ORDER BY c.relname;
--- The only grants eo makes: its eo_metrics_* views, and the functions
--- behind them, to pg_monitor (counts and ages only; issue 13).
-SELECT c.relname AS object, a.grantee::regrole, a.privilege_type
+-- The only grants eo makes: the views of schema eo_metrics, the functions
+-- behind them and the schema, to pg_monitor (counts and ages only).
+-- Schema eo_metrics: USAGE for pg_monitor, nothing for PUBLIC.
+SELECT c.oid::regclass::text AS object, a.grantee::regrole, a.privilege_type
 FROM pg_class AS c, aclexplode(c.relacl) AS a
-WHERE c.relnamespace = (SELECT extnamespace FROM pg_extension WHERE extname = 'eo')
+WHERE c.relnamespace IN (SELECT extnamespace FROM pg_extension WHERE extname = 'eo'
+                         UNION ALL SELECT 'eo_internal'::regnamespace
+                         UNION ALL SELECT 'eo_metrics'::regnamespace)
   AND a.grantee <> c.relowner
 UNION ALL
 SELECT p.oid::regprocedure::text, a.grantee::regrole, a.privilege_type
 FROM pg_proc AS p, aclexplode(p.proacl) AS a
 WHERE p.pronamespace IN (SELECT extnamespace FROM pg_extension WHERE extname = 'eo'
-                         UNION ALL SELECT 'eo_internal'::regnamespace)
+                         UNION ALL SELECT 'eo_internal'::regnamespace
+                         UNION ALL SELECT 'eo_metrics'::regnamespace)
   AND a.grantee <> p.proowner AND a.grantee <> 0
+UNION ALL
+SELECT n.nspname::text, a.grantee::regrole, a.privilege_type
+FROM pg_namespace AS n, aclexplode(n.nspacl) AS a
+WHERE n.nspname = 'eo_metrics' AND a.grantee <> n.nspowner
 ORDER BY 1;
 SELECT table_name, privilege_type
 FROM information_schema.role_table_grants

@@ -15,6 +15,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/guc.h"
+#include "utils/varlena.h"
 
 #include "compat.h"
 #include "eo.h"
@@ -25,8 +26,29 @@ int			eo_max_attempts = 5;
 int			eo_max_lease_secs = SECS_PER_DAY;
 int			eo_retention_secs = 7 * SECS_PER_DAY;
 int			eo_partition_interval_secs = SECS_PER_DAY;
+int			eo_naptime_secs = 10;
+char	   *eo_databases = NULL;
+bool		eo_track_counts = true;
 
 void		_PG_init(void);
+
+/*
+ * eo.databases must be a list of names: refused at reload (the old value
+ * stays), not found wrong by every pass.
+ */
+static bool
+check_databases(char **newval, void **extra, GucSource source)
+{
+	char	   *copy = pstrdup(*newval);
+	List	   *names;
+	bool		ok = SplitIdentifierString(copy, ',', &names);
+
+	list_free(names);
+	pfree(copy);
+	if (!ok)
+		GUC_check_errdetail("List syntax is invalid.");
+	return ok;
+}
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -119,7 +141,7 @@ _PG_init(void)
 							   &eo_databases,
 							   "",
 							   PGC_SIGHUP, GUC_LIST_INPUT,
-							   NULL, NULL, NULL);
+							   check_databases, NULL, NULL);
 
 	/* Like track_counts: off only to measure what counting costs. */
 	DefineCustomBoolVariable("eo.track_counts",

@@ -4,7 +4,8 @@
  *
  * Data flows one way: claim.c (the SQL-facing state machine) calls
  * keystore.c (storage of key rows) and validate.c (argument checks);
- * storage never calls back up.  eo.c only registers settings.
+ * storage never calls back up.  eo.c holds the settings and sets up
+ * shared memory and the worker.
  *-------------------------------------------------------------------------
  */
 #ifndef EO_H
@@ -47,10 +48,14 @@
 #define EO_ERRCODE_NOT_OWNER		ERRCODE_INSUFFICIENT_PRIVILEGE	/* 42501 */
 
 /* Settings (eo.c) */
+/* eo.c: the settings (eo.*) */
 extern int	eo_max_attempts;
 extern int	eo_max_lease_secs;
 extern int	eo_retention_secs;
 extern int	eo_partition_interval_secs;
+extern int	eo_naptime_secs;
+extern char *eo_databases;
+extern bool eo_track_counts;
 
 /* One row of eo_keys, as read or to be written. */
 typedef struct EoKey
@@ -68,7 +73,7 @@ typedef struct EoKey
 	text	   *last_error;		/* NULL if none */
 	TimestampTz created_at;
 	TimestampTz updated_at;
-	/* set by eo_ks_find only */
+	/* where the row is: set by eo_ks_find, eo_ks_insert and eo_ks_claim */
 	int32		gen;			/* generation (table) the row lives in */
 	TransactionId xmin;
 	ItemPointerData tid;
@@ -248,7 +253,6 @@ typedef enum EoStat
 	EO_NSTATS = EO_STAT_STEP_ERRORS + EO_NSTEPS
 } EoStat;
 
-extern bool eo_track_counts;
 extern Size eo_stats_shmem_size(void);
 extern void eo_stats_shmem_init(void);
 extern void eo_stat_count(EoStat stat);
@@ -264,8 +268,6 @@ extern uint64 eo_doorbell_read(Oid outbox);
 extern bool eo_doorbell_wait(Oid outbox, uint64 seen, int64 timeout_ms);
 
 /* worker.c */
-extern int	eo_naptime_secs;
-extern char *eo_databases;
 extern void eo_register_launcher(void);
 extern bool eo_run_first_generation_helper(void);
 

@@ -114,6 +114,7 @@ extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
 /* relay.c: whether every consumer group has acknowledged every event of
  * a partition */
 extern bool eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part);
+extern char *eo_relay_unacked_sql(const EoOutbox *ob, const char *e, const char *s);
 
 /*
  * cluster.c: positions taken in another cluster (the database was restored

@@ -100,7 +100,6 @@ PG_FUNCTION_INFO_V1(eo_relay_ack);
 PG_FUNCTION_INFO_V1(eo_relay_extend);
 PG_FUNCTION_INFO_V1(eo_relay_release);
 PG_FUNCTION_INFO_V1(eo_relay_wait);
-PG_FUNCTION_INFO_V1(eo_outbox_stats);
 
 /* (next txid, seq) pairs a slot remembers for lo(); see above. */
 #define HIST 8
@@ -1408,8 +1407,8 @@ old_unacked(const char *e, const char *s)
  * its position and not in the acknowledged part of its current batch, or
  * of an earlier cluster and not acknowledged there.
  */
-static char *
-unacked(const EoOutbox *ob, const char *e, const char *s)
+char *
+eo_relay_unacked_sql(const EoOutbox *ob, const char *e, const char *s)
 {
 	return psprintf("%s OPERATOR(pg_catalog.=) %s.slot AND ("
 					" (%s.seq OPERATOR(pg_catalog.>=) %s.pos_lo"
@@ -1446,165 +1445,4 @@ eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part)
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eo: delivery check failed: %s", SPI_result_code_string(rc));
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
-
-/* One row of eo_outbox_status. */
-typedef struct GroupStats
-{
-	bool		exists;			/* the outbox was found */
-	char	   *outbox;
-	char	   *grp;
-	int32		slots;
-	int32		leased;
-	int64		backlog;
-	bool		has_oldest;
-	TimestampTz oldest;
-	bool		has_fetch;
-	TimestampTz last_fetch;
-	bool		has_ack;
-	TimestampTz last_ack;
-	bool		holds_retention;
-} GroupStats;
-
-static TimestampTz
-timestamp_column(HeapTuple tup, TupleDesc desc, int col, bool *has)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
-
-	*has = !isnull;
-	return isnull ? 0 : DatumGetTimestampTz(d);
-}
-
-/*
- * The numbers of one group: slots and leases from its slot rows, backlog
- * and the oldest unacknowledged event from each partition (all in
- * eo_internal, so nothing read here is anyone else's).
- */
-static void
-group_stats(void *arg)
-{
-	GroupStats *g = (GroupStats *) arg;
-	EoOutbox   *ob = eo_ob_lookup(g->outbox, AccessShareLock, true);
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		args[2];
-	bool		isnull;
-	ListCell   *lc;
-	TimestampTz cutoff;
-	bool		has_cutoff;
-
-	g->exists = ob != NULL;
-	if (ob == NULL)
-		return;
-	eo_cluster_check(ob);
-	has_cutoff = eo_ob_retention_cutoff(ob, &cutoff);
-
-	args[0] = CStringGetTextDatum(ob->name);
-	args[1] = CStringGetTextDatum(g->grp);
-	if (SPI_execute_with_args("SELECT pg_catalog.count(*)::pg_catalog.int4,"
-							  " pg_catalog.count(*) FILTER (WHERE s.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.now())::pg_catalog.int4,"
-							  " pg_catalog.max(s.fetched_at), pg_catalog.max(s.acked_at)"
-							  " FROM eo_internal.eo_outbox_slots s"
-							  " WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND s.grp OPERATOR(pg_catalog.=) $2",
-							  2, types, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "eo: group statistics failed");
-	g->slots = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	g->leased = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	g->last_fetch = timestamp_column(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &g->has_fetch);
-	g->last_ack = timestamp_column(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &g->has_ack);
-
-	foreach(lc, eo_ob_partitions(ob))
-	{
-		EoPartition *p = (EoPartition *) lfirst(lc);
-		bool		has;
-		TimestampTz oldest;
-
-		if (SPI_execute_with_args(psprintf("SELECT pg_catalog.count(*), pg_catalog.min(e.created_at)"
-										   " FROM eo_internal.eo_outbox_slots s, %s e"
-										   " WHERE s.outbox OPERATOR(pg_catalog.=) $1"
-										   " AND s.grp OPERATOR(pg_catalog.=) $2 AND %s",
-										   p->name, unacked(ob, "e", "s")),
-								  2, types, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "eo: backlog count failed");
-		g->backlog += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		oldest = timestamp_column(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &has);
-		if (has && (!g->has_oldest || oldest < g->oldest))
-		{
-			g->oldest = oldest;
-			g->has_oldest = true;
-		}
-	}
-	/* It would have been dropped but for this group. */
-	g->holds_retention = has_cutoff && g->has_oldest && g->oldest < cutoff;
-}
-
-/*
- * eo_outbox_stats(): one row per outbox and consumer group, behind the
- * eo_outbox_status view.  Counts and times only.
- */
-Datum
-eo_outbox_stats(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext cxt = CurrentMemoryContext;
-	List	   *rows = NIL;
-	ListCell   *lc;
-	EoIdentity	saved;
-
-	InitMaterializedSRF(fcinfo, 0);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eo: SPI_connect failed");
-	eo_become_owner(&saved);
-	if (SPI_execute("SELECT g.outbox, g.name FROM eo_internal.eo_outbox_groups g"
-					" ORDER BY g.outbox, g.name", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "eo: group scan failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		GroupStats *g = palloc0(sizeof(GroupStats));
-
-		g->outbox = pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-		g->grp = pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
-		rows = lappend(rows, g);
-		MemoryContextSwitchTo(old);
-	}
-	foreach(lc, rows)
-	{
-		GroupStats *g = (GroupStats *) lfirst(lc);
-		Datum		values[10];
-		bool		nulls[10] = {false};
-		ErrorData  *error;
-
-		/* An outbox someone broke gets a warning, not the others' rows. */
-		if (!eo_try(group_stats, g, &error))
-		{
-			eo_warn_failure(error, psprintf("statistics of outbox \"%s\"", g->outbox),
-							"The other outboxes are shown.");
-			continue;
-		}
-		if (!g->exists)
-			continue;
-		values[0] = CStringGetTextDatum(g->outbox);
-		values[1] = CStringGetTextDatum(g->grp);
-		values[2] = Int32GetDatum(g->slots);
-		values[3] = Int32GetDatum(g->leased);
-		values[4] = Int64GetDatum(g->backlog);
-		values[5] = TimestampTzGetDatum(g->oldest);
-		nulls[5] = !g->has_oldest;
-		/* lag: age of the oldest unacknowledged event */
-		nulls[6] = !g->has_oldest;
-		if (g->has_oldest)
-			values[6] = DirectFunctionCall2(timestamp_mi,
-											TimestampTzGetDatum(GetCurrentTimestamp()),
-											TimestampTzGetDatum(g->oldest));
-		values[7] = BoolGetDatum(g->holds_retention);
-		values[8] = TimestampTzGetDatum(g->last_fetch);
-		nulls[8] = !g->has_fetch;
-		values[9] = TimestampTzGetDatum(g->last_ack);
-		nulls[9] = !g->has_ack;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	eo_restore_identity(&saved);
-	SPI_finish();
-	return (Datum) 0;
 }

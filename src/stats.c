@@ -2,8 +2,8 @@
  * stats.c
  *	  Cumulative counters per database, in shared memory (needs the
  *	  preload): what the claim functions answered, replayed or refused, and
- *	  what maintenance passes did.  Behind eo_metrics_claims,
- *	  eo_metrics_maintenance and the older eo_claim_stats().
+ *	  what maintenance passes did.  Behind the views eo_metrics.claims,
+ *	  eo_metrics.maintenance and the older eo_claim_stats().
  *
  * Counting must cost a claim nothing it would notice and must not write:
  * an atomic add on a per-database slot found once per backend.  Counts are
@@ -21,6 +21,7 @@
 
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -39,8 +40,6 @@
 #define EO_STATS_FILE PGSTAT_STAT_PERMANENT_DIRECTORY "/eo.stat"
 #define EO_STATS_FILE_TMP EO_STATS_FILE ".tmp"
 #define EO_STATS_MAGIC 0x454f5301	/* "EOS" and the file format's version */
-
-bool		eo_track_counts = true;
 
 typedef struct DbCounters
 {
@@ -92,10 +91,45 @@ read_exact(FILE *file, void *buf, size_t len)
 	return fread(buf, 1, len, file) == len;
 }
 
+/* A database's entry is valid: a database, not one seen before. */
+static bool
+new_database(Oid dbid, int loaded)
+{
+	if (dbid == InvalidOid)
+		return false;
+	for (int i = 0; i < loaded; i++)
+		if (pg_atomic_read_u32(&shared[i].dbid) == dbid)
+			return false;
+	return true;
+}
+
+/* Read one database's entry into slot `slot`; false if it is not whole. */
+static bool
+read_db(FILE *file, uint32 ncounters, DbCounters *slot, int loaded)
+{
+	SavedCounters saved;
+
+	if (!read_exact(file, &saved, sizeof(saved)) || !new_database(saved.dbid, loaded))
+		return false;
+	reset_slot(slot, saved.dbid, saved.since);
+	pg_atomic_write_u64(&slot->last_pass_end, (uint64) saved.last_pass_end);
+	pg_atomic_write_u64(&slot->last_pass_usecs, (uint64) saved.last_pass_usecs);
+	for (uint32 c = 0; c < ncounters; c++)
+	{
+		uint64		value;
+
+		if (!read_exact(file, &value, sizeof(value)) || value > PG_INT64_MAX)
+			return false;
+		if (c < EO_NSTATS)		/* a later version's extra counters are dropped */
+			pg_atomic_write_u64(&slot->counts[c], value);
+	}
+	return true;
+}
+
 /*
- * Read the counters the last clean shutdown wrote, then remove the file
- * so that a crash later starts from zero.  A file that does not match
- * (another format, cut short) is ignored with a LOG line.
+ * Read the counters the last shutdown wrote, then remove the file so that
+ * a crash later starts from zero.  A file that does not match (another
+ * format, cut short, a database twice) is ignored whole, with a LOG line.
  */
 static void
 load_counters(void)
@@ -103,43 +137,25 @@ load_counters(void)
 	FILE	   *file = AllocateFile(EO_STATS_FILE, PG_BINARY_R);
 	uint32		header[3];		/* magic, counters per database, databases */
 	int			loaded = 0;
+	bool		ok;
 
 	if (file == NULL)
 		return;					/* first start, or after a crash */
-	if (!read_exact(file, header, sizeof(header)) || header[0] != EO_STATS_MAGIC ||
-		header[2] > EO_STATS_DATABASES)
-		goto bad;
-	for (uint32 i = 0; i < header[2]; i++)
+	ok = read_exact(file, header, sizeof(header)) && header[0] == EO_STATS_MAGIC &&
+		header[1] <= 1024 && header[2] <= EO_STATS_DATABASES;
+	while (ok && loaded < (int) header[2])
 	{
-		SavedCounters saved;
-		DbCounters *slot = &shared[loaded];
-
-		if (!read_exact(file, &saved, sizeof(saved)))
-			goto bad;
-		reset_slot(slot, saved.dbid, saved.since);
-		pg_atomic_write_u64(&slot->last_pass_end, (uint64) saved.last_pass_end);
-		pg_atomic_write_u64(&slot->last_pass_usecs, (uint64) saved.last_pass_usecs);
-		for (uint32 c = 0; c < header[1]; c++)
-		{
-			uint64		value;
-
-			if (!read_exact(file, &value, sizeof(value)))
-				goto bad;
-			if (c < EO_NSTATS)	/* a later version's extra counters are dropped */
-				pg_atomic_write_u64(&slot->counts[c], value);
-		}
+		ok = read_db(file, header[1], &shared[loaded], loaded);
 		loaded++;
 	}
-	FreeFile(file);
-	unlink(EO_STATS_FILE);
-	return;
-
-bad:
-	ereport(LOG,
-			(errmsg("eo: ignoring counters file \"%s\": it is not in the expected format",
-					EO_STATS_FILE)));
-	for (int i = 0; i < loaded; i++)
-		reset_slot(&shared[i], InvalidOid, 0);
+	if (!ok)
+	{
+		ereport(LOG,
+				(errmsg("eo: ignoring counters file \"%s\": it is not in the expected format",
+						EO_STATS_FILE)));
+		for (int i = 0; i < loaded; i++)	/* the partly read one too */
+			reset_slot(&shared[i], InvalidOid, 0);
+	}
 	FreeFile(file);
 	unlink(EO_STATS_FILE);
 }
@@ -149,6 +165,7 @@ write_db(FILE *file, DbCounters *slot)
 {
 	SavedCounters saved;
 
+	memset(&saved, 0, sizeof(saved));	/* no stack bytes in the padding */
 	saved.dbid = pg_atomic_read_u32(&slot->dbid);
 	saved.since = (TimestampTz) pg_atomic_read_u64(&slot->since);
 	saved.last_pass_end = (TimestampTz) pg_atomic_read_u64(&slot->last_pass_end);
@@ -228,8 +245,9 @@ eo_stats_shmem_init(void)
 
 /*
  * Every slot taken: take over the slot of a database that was dropped,
- * its counts starting again from zero.  Called inside a transaction (the
- * catalog is read).
+ * its counts starting again from zero.  Only inside a transaction (the
+ * catalog is read): the worker also counts between its transactions, and
+ * then goes uncounted rather than read the catalog without one.
  */
 static DbCounters *
 take_dropped_slot(void)
@@ -269,7 +287,7 @@ my_slot(bool claim)
 			pg_atomic_write_u64(&mine->since, (uint64) GetCurrentTimestamp());
 		}
 	}
-	if (mine == NULL && claim)
+	if (mine == NULL && claim && IsTransactionState())
 		mine = take_dropped_slot();
 	return mine;
 }

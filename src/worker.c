@@ -65,8 +65,6 @@
 #include "compat.h"
 #include "eo.h"
 
-int			eo_naptime_secs = 10;
-char	   *eo_databases = NULL;
 
 PGDLLEXPORT void eo_launcher_main(Datum main_arg);
 PGDLLEXPORT void eo_db_worker_main(Datum main_arg);

@@ -36,11 +36,11 @@ ensure_packages() {
     if [ -n "$missing" ]; then
         [ "$(id -u)" -eq 0 ] ||
             die "missing: $missing; as root run: apt-get install $PACKAGES"
-        log "installing packages (missing: $missing)"
-        apt-get update
+        log "installing packages (missing: $missing; apt output in /tmp/eo-apt.log)"
         # postgresql-N also ships pgbench and the contrib modules.
         # shellcheck disable=SC2086  # a list of names
-        DEBIAN_FRONTEND=noninteractive apt-get install -y $PACKAGES
+        { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $PACKAGES; } \
+            >/tmp/eo-apt.log 2>&1 || { cat /tmp/eo-apt.log >&2; die "apt-get failed"; }
         missing=$(missing_tools | paste -sd' ')
         [ -z "$missing" ] || die "still missing after apt-get: $missing"
     fi
@@ -56,10 +56,17 @@ as_root() {
     fi
 }
 
+# The compiler's output goes to a log, shown only if the build fails: a
+# newcomer running the demo should see the scenario, not the build.
 build_install() {
-    log "building and installing eo"
-    make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" || die "build failed"
-    as_root make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" install || die "make install failed"
+    local out
+    out=$(mktemp /tmp/eo-build.XXXXXX.log)
+    log "building and installing eo (output in $out)"
+    if ! { make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" &&
+           as_root make -C "$REPO_ROOT" PG_CONFIG="$PG_CONFIG" install; } >"$out" 2>&1; then
+        cat "$out" >&2
+        die "build or install failed"
+    fi
 }
 
 # Run a command as the unprivileged user that owns the scratch tree, with the

@@ -10,7 +10,10 @@
 #   and keys; per outbox and group, events emitted, fetched, acknowledged
 #   and handed out again, and the oldest pending event's age;
 # - the counters survive a restart, and start again from zero after a
-#   crash (as pg_stat_statements').
+#   crash (as pg_stat_statements');
+# - the queries work as they are with eo in a schema of its own;
+# - with more databases than counter slots (64), the worker's passes do
+#   not crash the server, and 64 databases are counted.
 
 use strict;
 use warnings;
@@ -208,11 +211,11 @@ for my $f ('eo_keys()', 'eo_key_stats()')
 
 # ---- restarts -------------------------------------------------------------------
 
-my $before = run("SELECT claimed || '|' || since FROM eo_metrics_claims");
+my $before = run("SELECT claimed || '|' || since FROM eo_metrics.claims");
 $node->restart;
-is(run("SELECT claimed || '|' || since FROM eo_metrics_claims"), $before,
+is(run("SELECT claimed || '|' || since FROM eo_metrics.claims"), $before,
 	'the counters and their start survive a clean restart');
-is(run("SELECT passes FROM eo_metrics_maintenance"), '1', 'so do the pass counters');
+is(run("SELECT passes FROM eo_metrics.maintenance"), '1', 'so do the pass counters');
 
 # A crash: a server process killed makes the postmaster reinitialize.
 my $log_offset = -s $node->logfile;
@@ -221,7 +224,48 @@ is(kill('KILL', $launcher), 1, 'killed the eo launcher (SIGKILL)');
 ok($node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset),
 	'the server reinitialized');
 ok($node->poll_query_until('app', 'SELECT 1', '1'), 'and accepts connections again');
-is(run("SELECT claimed FROM eo_metrics_claims"), '0', 'after a crash the counters start from zero');
+is(run("SELECT claimed FROM eo_metrics.claims"), '0', 'after a crash the counters start from zero');
+
+# ---- eo in a schema of its own ------------------------------------------------
+
+# The queries name eo_metrics.*, wherever eo is; pg_monitor needs nothing
+# on eo's own schema.
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+$node->safe_psql('other', 'CREATE SCHEMA eo; CREATE EXTENSION eo SCHEMA eo');
+$node->safe_psql('other', "SELECT eo.eo_claim('x')");
+for my $name (sort keys %$queries)
+{
+	my ($rc, $out, $err) = $node->psql('other', $queries->{$name}{query},
+		extra_params => [ '-U', 'mon' ]);
+	is($rc, 0, "$name runs as mon with eo in schema eo") or diag $err;
+}
+is($node->safe_psql('other', 'SELECT claimed FROM eo_metrics.claims', extra_params => [ '-U', 'mon' ]),
+	'1', 'and counts that database');
+
+# ---- more databases than counter slots -----------------------------------------
+
+# 64 databases have counters; the others show NULLs.  A worker pass in a
+# database without a slot must not read the catalog outside a transaction
+# (it crashed the server before): 66 databases with eo, the worker in all.
+$node->safe_psql('postgres', "ALTER SYSTEM SET eo.databases = ''");
+$node->safe_psql('postgres', "ALTER SYSTEM SET eo.naptime = 1");
+$node->reload;
+$node->safe_psql('postgres', "CREATE DATABASE many_$_ TEMPLATE other") for 1 .. 64;
+$log_offset = -s $node->logfile;
+ok( $node->poll_query_until(
+		'postgres', q{
+SELECT count(*) FROM pg_database d
+ WHERE datname LIKE 'many\_%' AND pg_stat_get_db_xact_commit(d.oid) > 0}, '64'),
+	'the worker visited all 64 clones');
+sleep 3;    # a few more passes in every database
+ok(!$node->log_contains(qr/terminated by signal/, $log_offset),
+	'no server process crashed with more databases than counter slots');
+my $counted = 0;
+for my $db ('app', 'other', map { "many_$_" } 1 .. 64)
+{
+	$counted++ if $node->safe_psql($db, 'SELECT passes IS NOT NULL FROM eo_metrics.maintenance') eq 't';
+}
+is($counted, 64, 'of 66 databases, 64 are counted');
 
 $node->stop;
 done_testing();
