@@ -242,6 +242,12 @@ for my $name (sort keys %$queries)
 is($node->safe_psql('other', 'SELECT claimed FROM eo_metrics.claims', extra_params => [ '-U', 'mon' ]),
 	'1', 'and counts that database');
 
+# ---- eo.databases is checked when set -------------------------------------------
+
+my ($rc_db, $out_db, $err_db) = $node->psql('postgres', q{ALTER SYSTEM SET eo.databases = '"unterminated'});
+like($err_db, qr/invalid value for parameter "eo.databases"/,
+	'a list that does not parse is refused when set, not found wrong at each pass');
+
 # ---- more databases than counter slots -----------------------------------------
 
 # 64 databases have counters; the others show NULLs.  A worker pass in a
