@@ -7,7 +7,7 @@ OBJS = \
 	src/eo.o \
 	src/validate.o \
 	src/objects.o \
-	src/partition.o \
+	src/generations.o \
 	src/keystore.o \
 	src/pending.o \
 	src/claim.o \

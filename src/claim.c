@@ -127,72 +127,6 @@ lease_live(const EoKey *row, TimestampTz now)
 	return row->has_expiry && row->lease_expires_at > now;
 }
 
-/* ---- the claim this transaction holds, to spare eo_complete a lookup ---- */
-
-/*
- * The last key this backend claimed in transaction mode, and where its row
- * is.  A hint only: eo_complete rewrites exactly that row version, and if
- * it is gone (a savepoint rolled the claim back) falls back to a lookup.
- * It is forgotten at the end of the transaction (lxid) and whenever a
- * subtransaction aborts, so it can never name a row this transaction does
- * not hold.
- */
-static EoKey held;
-static LocalTransactionId held_lxid = InvalidLocalTransactionId;
-static bool held_callback_registered = false;
-
-static void
-forget_held(void)
-{
-	held_lxid = InvalidLocalTransactionId;
-}
-
-static void
-held_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					  SubTransactionId parentSubid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		forget_held();
-}
-
-static text *
-copy_text(text *t)
-{
-	return t == NULL ? NULL : (text *) PG_DETOAST_DATUM_COPY(PointerGetDatum(t));
-}
-
-static void
-remember_held(const EoKey *row)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-
-	if (!held_callback_registered)
-	{
-		RegisterSubXactCallback(held_subxact_callback, NULL);
-		held_callback_registered = true;
-	}
-	held = *row;
-	held.key = copy_text(row->key);
-	held.fingerprint = copy_text(row->fingerprint);
-	held.last_error = copy_text(row->last_error);
-	held.result = NULL;
-	held_lxid = EO_MY_LXID;
-	MemoryContextSwitchTo(old);
-}
-
-/* The held claim of `key`, if this transaction's last claim was of it. */
-static bool
-take_held(text *key, EoKey *row)
-{
-	if (held_lxid != EO_MY_LXID || held_lxid == InvalidLocalTransactionId ||
-		VARSIZE_ANY_EXHDR(key) != VARSIZE_ANY_EXHDR(held.key) ||
-		memcmp(VARDATA_ANY(key), VARDATA_ANY(held.key), VARSIZE_ANY_EXHDR(key)) != 0)
-		return false;
-	*row = held;
-	row->key = key;
-	return true;
-}
-
 /* ---- eo_claim transitions ---- */
 
 /* The row a claim writes: transaction mode or a new lease. */
@@ -226,7 +160,7 @@ static bool
 claimed(const ClaimRequest *req, ClaimOutcome *out)
 {
 	if (!req->lease_mode)
-		remember_held(&out->row);
+		eo_pending_remember_held(&out->row);
 	out->status = "claimed";
 	out->show_token = true;
 	return true;
@@ -438,7 +372,7 @@ eo_claim(PG_FUNCTION_ARGS)
 	req.key = eo_check_key(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
 	req.fingerprint = eo_check_fingerprint(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	req.lease_mode = !PG_ARGISNULL(2);
-	req.lease_usecs = req.lease_mode ? eo_check_lease(PG_GETARG_DATUM(2)) : 0;
+	req.lease_usecs = req.lease_mode ? eo_check_lease(PG_GETARG_DATUM(2), false, EO_LEASE_KEY) : 0;
 	req.caller = GetUserId();
 
 	PreventCommandIfReadOnly("eo_claim()");
@@ -567,11 +501,11 @@ complete_key(text *key, Jsonb *result, bool with_token, int64 token, Oid caller)
 	EoKey		row;
 
 	/* The common case: completing the claim this transaction just made. */
-	if (!with_token && take_held(key, &row))
+	if (!with_token && eo_pending_take_held(key, &row))
 	{
 		check_owner(&row, caller);	/* the caller may be another role's code */
 		set_done(&row, result);
-		forget_held();
+		eo_pending_forget_held();
 		if (eo_ks_update(&row))
 			return true;
 	}
@@ -705,7 +639,7 @@ eo_fail(PG_FUNCTION_ARGS)
 	req.caller = GetUserId();
 
 	PreventCommandIfReadOnly("eo_fail()");
-	forget_held();
+	eo_pending_forget_held();
 	write_pending(req.key, req.caller);
 	eo_ks_begin(EO_KS_WRITE);
 	for (;;)
@@ -738,7 +672,7 @@ eo_extend(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("lease_token and lease must not be null")));
 	token = PG_GETARG_INT64(1);
-	lease_usecs = eo_check_lease(PG_GETARG_DATUM(2));
+	lease_usecs = eo_check_lease(PG_GETARG_DATUM(2), false, EO_LEASE_KEY);
 
 	PreventCommandIfReadOnly("eo_extend()");
 	write_pending(key, caller);

@@ -117,14 +117,22 @@ extern void eo_warn_failure(ErrorData *error, const char *what, const char *hint
 extern text *eo_check_key(Datum value, bool isnull);
 extern text *eo_check_fingerprint(Datum value, bool isnull);
 extern Jsonb *eo_check_result(Datum value, bool isnull);
-extern int64 eo_check_lease(Datum value);
+typedef enum EoLeaseKind
+{
+	EO_LEASE_KEY,				/* eo_claim, eo_extend */
+	EO_LEASE_RELAY				/* eo_relay_fetch, eo_relay_extend */
+} EoLeaseKind;
+extern double eo_interval_usecs(const Interval *iv);
+extern int64 eo_check_lease(Datum value, bool isnull, EoLeaseKind kind);
 extern int64 eo_check_retry_after(Datum value, bool isnull);
 extern Interval *eo_check_interval(Datum value, bool isnull, const char *what,
 								   int64 min_usecs, int64 max_usecs);
 extern char *eo_usecs_text(int64 usecs);
 extern text *eo_clip_error(Datum value, bool isnull);
+extern char *eo_check_outbox_name(Datum value, bool isnull, const char *what);
+extern char *eo_check_group_name(Datum value, bool isnull);
 
-/* partition.c: time generations of a table (see its header) */
+/* generations.c: time generations of a plain table (see its header) */
 typedef struct EoGenSet
 {
 	const char *schema;			/* unquoted */
@@ -197,6 +205,9 @@ extern bool eo_pending_room(void);
 extern void eo_pending_add(const EoKey *row);
 extern void eo_pending_set_done(EoKey *pending, Jsonb *result);
 extern void eo_pending_write(text *key);
+extern void eo_pending_remember_held(const EoKey *row);
+extern void eo_pending_forget_held(void);
+extern bool eo_pending_take_held(text *key, EoKey *row);
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats

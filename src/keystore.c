@@ -3,7 +3,7 @@
  *	  Storage of idempotency keys: find, insert and update key rows across
  *	  the live time generations of the key store.
  *
- * Keys live in one table per generation (eo_keys_<n>, see partition.c),
+ * Keys live in one table per generation (eo_keys_<n>, see generations.c),
  * each with a unique index on key.  New keys go into the current
  * generation; a key is looked up in every live one, newest first.
  *
@@ -31,7 +31,7 @@
  * caller looks again.
  *
  * Process model: per backend.  The cache is dropped when a relcache
- * invalidation arrives for the registry (partition.c sends one on every
+ * invalidation arrives for the registry (generations.c sends one on every
  * change) or for a generation table.
  *-------------------------------------------------------------------------
  */
@@ -373,7 +373,7 @@ ks_start(void)
 }
 
 /*
- * Start a series of row calls: take the registry lock of partition.c's
+ * Start a series of row calls: take the registry lock of generations.c's
  * protocol (ROW EXCLUSIVE if new keys may be inserted, else ACCESS SHARE;
  * held to the end of the transaction) and make sure the list of live
  * generations is current.

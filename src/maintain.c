@@ -4,7 +4,9 @@
  *	  time generations (make ahead, switch, retire, drop).
  *
  * The background worker (worker.c) and eo_maintain() both call these
- * steps.  The work is cut into bounded steps so that the worker can commit
+ * steps; eo_outbox_maintain() runs the outboxes' step alone, by hand.
+ * This file is the scheduler: it knows both sides that the outbox step
+ * needs (partitions, outbox_partitions.c; delivery, relay.c).  The work is cut into bounded steps so that the worker can commit
  * after each one and never holds many row locks or a long transaction;
  * eo_maintain(), being one SQL call, runs its steps in the caller's
  * transaction, each in a subtransaction so that one that fails (on an
@@ -22,6 +24,7 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "eo.h"
 #include "outbox.h"
@@ -30,6 +33,7 @@
 #define EO_RECLAIM_BATCH 1000
 
 PG_FUNCTION_INFO_V1(eo_maintain);
+PG_FUNCTION_INFO_V1(eo_outbox_maintain);
 
 /*
  * Reclaim up to one batch of expired leases in the current transaction.
@@ -136,7 +140,7 @@ eo_outbox_step(EoPassStats *stats)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);
-	stats->outbox_failures += eo_ob_maintain_all(NULL, NULL);
+	stats->outbox_failures += eo_ob_maintain_all(eo_relay_partition_delivered, NULL, NULL);
 	eo_restore_identity(&saved);
 	SPI_finish();
 }
@@ -221,4 +225,47 @@ eo_maintain(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum(stats.dropped);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
+}
+
+/* ---- eo_outbox_maintain: the outboxes' part of a pass, by hand ---- */
+
+static void
+report_row(const char *outbox, const char *action, const char *partition, void *arg)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = CStringGetTextDatum(outbox);
+	values[1] = CStringGetTextDatum(action);
+	values[2] = CStringGetTextDatum(partition);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * eo_outbox_maintain() returns (outbox, action, partition): partitions
+ * made ahead ("created"), dropped ("dropped"), kept because a consumer
+ * group has not acknowledged all their events ("held"), or left for the
+ * next pass because the lock was not free in time ("busy").
+ */
+Datum
+eo_outbox_maintain(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	EoIdentity	saved;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("eo_outbox_maintain must run at READ COMMITTED"),
+				 errdetail("It must see events committed while it waits for locks.")));
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	(void) eo_ob_maintain_all(eo_relay_partition_delivered, report_row, rsinfo);
+	eo_restore_identity(&saved);
+	SPI_finish();
+	return (Datum) 0;
 }

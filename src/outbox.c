@@ -575,46 +575,6 @@ eo_ob_names(char mode)
 	return names;
 }
 
-/*
- * An outbox name: the table's name too, and part of the NOTIFY channel and
- * the WAL message prefix, so it is kept to plain lower-case identifiers.
- */
-char *
-eo_ob_check_name(Datum value, bool isnull, const char *what)
-{
-	text	   *t;
-	char	   *s;
-	int			len;
-
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	t = DatumGetTextPP(value);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", what)));
-	if (len > EO_OUTBOX_MAX_NAME)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("%s is too long", what),
-				 errdetail("It is %d bytes; the limit is %d bytes.", len, EO_OUTBOX_MAX_NAME)));
-	s = text_to_cstring(t);
-	for (int i = 0; i < len; i++)
-	{
-		char		c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || c == '_' || (i > 0 && c >= '0' && c <= '9')))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_NAME),
-					 errmsg("invalid %s \"%s\"", what, s),
-					 errdetail("An outbox name is a lower-case letter or underscore followed by lower-case letters, digits and underscores.")));
-	}
-	return s;
-}
-
 /* The caller needs INSERT on the outbox table to emit, SELECT to relay. */
 void
 eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action)
@@ -1045,7 +1005,7 @@ check_create_args(FunctionCallInfo fcinfo, CreateArgs *a)
 	char	   *mode;
 	AclResult	acl;
 
-	a->name = eo_ob_check_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
+	a->name = eo_check_outbox_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
 	if (PG_ARGISNULL(1))
 		a->nsp = eo_catalog()->api_schema;
 	else
@@ -1430,7 +1390,7 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 Datum
 eo_outbox_drop(PG_FUNCTION_ARGS)
 {
-	char	   *name = eo_ob_check_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
+	char	   *name = eo_check_outbox_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
 	RegistryRow row;
 	EoIdentity	saved;
 	Oid			types[1] = {TEXTOID};

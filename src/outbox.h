@@ -80,7 +80,6 @@ extern bool eo_emit_direct(EoOutbox *ob, const EmitArgs *a);
  */
 extern EoOutbox *eo_ob_lookup(const char *name, LOCKMODE lockmode, bool missing_ok);
 extern Oid	eo_ob_token_seq(void);
-extern char *eo_ob_check_name(Datum value, bool isnull, const char *what);
 extern void eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action);
 extern void eo_ob_check_owner(EoOutbox *ob, const char *action);
 extern void eo_ob_check_plan(EoOutbox *ob, SPIPlanPtr plan);
@@ -108,7 +107,8 @@ typedef void (*EoMaintainReport) (const char *outbox, const char *action,
 
 extern List *eo_ob_partitions(EoOutbox *ob);
 extern List *eo_ob_make_partitions(EoOutbox *ob);
-extern int	eo_ob_maintain_all(EoMaintainReport report, void *arg);
+typedef bool (*EoDelivered) (EoOutbox *ob, const EoPartition *part);
+extern int	eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg);
 extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
 
 /* relay.c: whether every consumer group has acknowledged every event of

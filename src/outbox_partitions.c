@@ -1,7 +1,11 @@
 /*-------------------------------------------------------------------------
  * outbox_partitions.c
  *	  The partitions of table-mode outboxes: made ahead, dropped once past
- *	  retention and delivered to every consumer group; eo_outbox_maintain.
+ *	  retention and delivered to every consumer group.
+ *
+ * Whether a partition is delivered is the relay's knowledge (relay.c):
+ * the caller passes that judgement in, so this file knows nothing of
+ * consumer groups (maintain.c, the scheduler, knows both).
  *
  * Partitions live in eo_internal, named <outbox>_p<start, UTC>, so no one
  * else can take a name eo will need, and each is attached to its outbox by
@@ -14,7 +18,8 @@
  * and skipped, and every other outbox is still kept in the same pass.
  *
  * Runs as the extension owner (the worker, eo_maintain, or an
- * administrator's eo_outbox_maintain), on objects verified first.
+ * administrator's eo_outbox_maintain in maintain.c), on objects verified
+ * first.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -36,7 +41,6 @@
 #include "eo.h"
 #include "outbox.h"
 
-PG_FUNCTION_INFO_V1(eo_outbox_maintain);
 
 /*
  * Longest that dropping a partition may make emitters wait, in
@@ -185,14 +189,14 @@ eo_ob_make_partitions(EoOutbox *ob)
 }
 
 /*
- * Lock the outbox table, make sure the partition is still fully delivered,
- * drop it.  Waits at most lock_timeout (or EO_OUTBOX_DROP_LOCK_TIMEOUT_MS
+ * Lock the outbox table, make sure the partition is still fully delivered
+ * (`delivered`, the relay's judgement), drop it.  Waits at most lock_timeout (or EO_OUTBOX_DROP_LOCK_TIMEOUT_MS
  * if it is 0) for the lock; a subtransaction undoes everything (and frees
  * the locks) when it gives up or finds the partition undelivered after
  * all.  Returns the action taken.
  */
 static const char *
-drop_partition(EoOutbox *ob, const EoPartition *part)
+drop_partition(EoOutbox *ob, const EoPartition *part, EoDelivered delivered)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -213,7 +217,7 @@ drop_partition(EoOutbox *ob, const EoPartition *part)
 		 */
 		LockRelationOid(ob->relid, AccessExclusiveLock);
 		LockRelationOid(part->relid, AccessExclusiveLock);
-		if (eo_relay_partition_delivered(ob, part))
+		if (delivered(ob, part))
 		{
 			eo_drop_relation(part->relid, true);
 			ReleaseCurrentSubTransaction();
@@ -281,7 +285,7 @@ typedef struct Action
 
 /* Drop the partitions of ob past its retention that every group is past. */
 static List *
-retire_partitions(EoOutbox *ob, List *actions)
+retire_partitions(EoOutbox *ob, List *actions, EoDelivered delivered)
 {
 	TimestampTz limit = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
 																TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
@@ -298,7 +302,7 @@ retire_partitions(EoOutbox *ob, List *actions)
 		a = palloc(sizeof(Action));
 		a->partition = p->name;
 		/* A cheap look without locks first: most old partitions are done. */
-		a->action = eo_relay_partition_delivered(ob, p) ? drop_partition(ob, p) : "held";
+		a->action = delivered(ob, p) ? drop_partition(ob, p, delivered) : "held";
 		actions = lappend(actions, a);
 	}
 	return actions;
@@ -308,6 +312,7 @@ typedef struct MaintainCall
 {
 	const char *name;
 	bool		retire;			/* drop partitions (else make them ahead) */
+	EoDelivered delivered;
 	List	   *actions;
 } MaintainCall;
 
@@ -325,7 +330,7 @@ maintain_step(void *arg)
 	eo_cluster_check(ob);		/* before the delivery checks */
 	if (call->retire)
 	{
-		call->actions = retire_partitions(ob, NIL);
+		call->actions = retire_partitions(ob, NIL, call->delivered);
 		return;
 	}
 	foreach(lc, eo_ob_make_partitions(ob))
@@ -342,11 +347,13 @@ maintain_step(void *arg)
  * Keep every table-mode outbox: make partitions ahead, then drop old ones,
  * each step of each outbox in a subtransaction (a partition that cannot
  * be dropped never keeps the next ones from being made); report what was
- * done through `report`.  Returns how many steps failed (each logged as a
- * WARNING).  SPI connected, as the owner; at READ COMMITTED.
+ * done through `report`.  A partition past retention is dropped only if
+ * `delivered` says every consumer group is past it.  Returns how many
+ * steps failed (each logged as a WARNING).  SPI connected, as the owner;
+ * at READ COMMITTED.
  */
 int
-eo_ob_maintain_all(EoMaintainReport report, void *arg)
+eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg)
 {
 	ListCell   *lc;
 	int			failed = 0;
@@ -355,7 +362,7 @@ eo_ob_maintain_all(EoMaintainReport report, void *arg)
 	{
 		for (int retire = 0; retire <= 1; retire++)
 		{
-			MaintainCall call = {(const char *) lfirst(lc), retire == 1, NIL};
+			MaintainCall call = {(const char *) lfirst(lc), retire == 1, delivered, NIL};
 			ErrorData  *error;
 			ListCell   *al;
 
@@ -375,45 +382,4 @@ eo_ob_maintain_all(EoMaintainReport report, void *arg)
 		}
 	}
 	return failed;
-}
-
-static void
-report_row(const char *outbox, const char *action, const char *partition, void *arg)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
-
-	values[0] = CStringGetTextDatum(outbox);
-	values[1] = CStringGetTextDatum(action);
-	values[2] = CStringGetTextDatum(partition);
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-}
-
-/*
- * eo_outbox_maintain() returns (outbox, action, partition): partitions
- * made ahead ("created"), dropped ("dropped"), kept because a consumer
- * group has not acknowledged all their events ("held"), or left for the
- * next pass because the lock was not free in time ("busy").
- */
-Datum
-eo_outbox_maintain(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	EoIdentity	saved;
-
-	if (IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("eo_outbox_maintain must run at READ COMMITTED"),
-				 errdetail("It must see events committed while it waits for locks.")));
-
-	InitMaterializedSRF(fcinfo, 0);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "eo: SPI_connect failed");
-	eo_become_owner(&saved);
-	(void) eo_ob_maintain_all(report_row, rsinfo);
-	eo_restore_identity(&saved);
-	SPI_finish();
-	return (Datum) 0;
 }

@@ -24,6 +24,14 @@
  * rolls back is undone here too (the key lock is released by the lock
  * manager); one that commits passes to its parent.
  *
+ * Also here, as the other half of "this transaction's claims": the last
+ * key this backend claimed in transaction mode whose row is written, and
+ * where that row is (the held claim).  A hint only, to spare eo_complete
+ * a lookup: eo_complete rewrites exactly that row version, and if it is
+ * gone falls back to a lookup.  It is forgotten at the end of the
+ * transaction and whenever a subtransaction aborts, so it can never name
+ * a row this transaction does not hold.
+ *
  * Process model: per backend, per transaction; entries live in
  * TopTransactionContext and are forgotten at transaction end.
  *-------------------------------------------------------------------------
@@ -50,6 +58,9 @@ static PendingClaim pending[EO_MAX_PENDING];
 static int	npending = 0;
 static LocalTransactionId pending_lxid = InvalidLocalTransactionId;
 static bool callbacks_registered = false;
+
+static EoKey held;				/* the held claim, valid in held_lxid */
+static LocalTransactionId held_lxid = InvalidLocalTransactionId;
 
 /* Entries of an earlier transaction are gone (their memory with it). */
 static void
@@ -148,6 +159,8 @@ static void
 pending_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						 SubTransactionId parentSubid, void *arg)
 {
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		eo_pending_forget_held();
 	if (pending_lxid != EO_MY_LXID)
 		return;
 	for (int i = npending - 1; i >= 0; i--)
@@ -188,6 +201,30 @@ copy_text(const text *t)
 	return t == NULL ? NULL : (text *) PG_DETOAST_DATUM_COPY(PointerGetDatum(t));
 }
 
+static void
+register_callbacks(void)
+{
+	if (callbacks_registered)
+		return;
+	RegisterXactCallback(pending_xact_callback, NULL);
+	RegisterSubXactCallback(pending_subxact_callback, NULL);
+	callbacks_registered = true;
+}
+
+/* A copy of `row` in TopTransactionContext, without its result. */
+static void
+copy_row(EoKey *to, const EoKey *row)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+	*to = *row;
+	to->key = copy_text(row->key);
+	to->fingerprint = copy_text(row->fingerprint);
+	to->last_error = copy_text(row->last_error);
+	to->result = NULL;
+	MemoryContextSwitchTo(old);
+}
+
 /*
  * Remember a claim whose key lock this transaction holds and whose row is
  * not written (keystore.c returned EO_KS_DEFERRED).
@@ -195,29 +232,17 @@ copy_text(const text *t)
 void
 eo_pending_add(const EoKey *row)
 {
-	MemoryContext old;
 	PendingClaim *p;
 
-	if (!callbacks_registered)
-	{
-		RegisterXactCallback(pending_xact_callback, NULL);
-		RegisterSubXactCallback(pending_subxact_callback, NULL);
-		callbacks_registered = true;
-	}
+	register_callbacks();
 	pending_check_xact();
 	Assert(npending < EO_MAX_PENDING);
 
-	old = MemoryContextSwitchTo(TopTransactionContext);
 	p = &pending[npending];
-	p->row = *row;
-	p->row.key = copy_text(row->key);
-	p->row.fingerprint = copy_text(row->fingerprint);
-	p->row.last_error = copy_text(row->last_error);
-	p->row.result = NULL;
+	copy_row(&p->row, row);
 	p->claimed_in = GetCurrentSubTransactionId();
 	p->completed_in = InvalidSubTransactionId;
 	p->written_in = InvalidSubTransactionId;
-	MemoryContextSwitchTo(old);
 	npending++;
 }
 
@@ -252,4 +277,33 @@ eo_pending_write(text *key)
 	eo_ks_begin(EO_KS_WRITE);
 	eo_ks_insert_held(&pending[i].row);
 	pending[i].written_in = GetCurrentSubTransactionId();
+}
+
+/* ---- the held claim ---- */
+
+/* This transaction claimed `row` in transaction mode and wrote its row. */
+void
+eo_pending_remember_held(const EoKey *row)
+{
+	register_callbacks();
+	copy_row(&held, row);
+	held_lxid = EO_MY_LXID;
+}
+
+void
+eo_pending_forget_held(void)
+{
+	held_lxid = InvalidLocalTransactionId;
+}
+
+/* The held claim of `key`, if this transaction's last claim was of it. */
+bool
+eo_pending_take_held(text *key, EoKey *row)
+{
+	if (held_lxid != EO_MY_LXID || held_lxid == InvalidLocalTransactionId ||
+		!same_key(key, held.key))
+		return false;
+	*row = held;
+	row->key = key;
+	return true;
 }

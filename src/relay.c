@@ -194,56 +194,6 @@ typedef struct RelayCall
 
 /* ---- argument checks ---- */
 
-static char *
-check_group(Datum value, bool isnull)
-{
-	text	   *t;
-	int			len;
-
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("consumer group must not be null")));
-	t = DatumGetTextPP(value);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("consumer group must not be empty")));
-	if (len > EO_GROUP_MAX_NAME)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("consumer group name is too long"),
-				 errdetail("It is %d bytes; the limit is %d bytes.", len, EO_GROUP_MAX_NAME)));
-	return text_to_cstring(t);
-}
-
-static int64
-check_lease(Datum value, bool isnull)
-{
-	Interval   *lease;
-	double		usecs;
-
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("lease must not be null")));
-	lease = DatumGetIntervalP(value);
-	usecs = (double) lease->time + (double) lease->day * USECS_PER_DAY +
-		(double) lease->month * DAYS_PER_MONTH * USECS_PER_DAY;
-	if (usecs <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lease must be positive")));
-	if (usecs > (double) eo_max_lease_secs * USECS_PER_SEC)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lease is longer than eo.max_lease"),
-				 errdetail("eo.max_lease is %d seconds.", eo_max_lease_secs),
-				 errhint("Take a shorter lease and renew it with eo_relay_extend.")));
-	return (int64) usecs;
-}
-
 static int64
 check_token(Datum value, bool isnull)
 {
@@ -258,7 +208,7 @@ check_token(Datum value, bool isnull)
 static EoOutbox *
 relay_outbox(Datum value, bool isnull)
 {
-	char	   *name = eo_ob_check_name(value, isnull, "outbox name");
+	char	   *name = eo_check_outbox_name(value, isnull, "outbox name");
 	EoOutbox   *ob = eo_ob_lookup(name, AccessShareLock, false);
 
 	if (ob->mode != EO_OUTBOX_TABLE)
@@ -925,9 +875,9 @@ Datum
 eo_relay_fetch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	int32		max_events;
-	int64		lease_usecs = check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	int64		lease_usecs = eo_check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3), EO_LEASE_RELAY);
 	RelayCall	call;
 	EoOutbox   *ob;
 	PageReceiver r;
@@ -1031,17 +981,9 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 	bool		known;
 	uint64		seen;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("timeout must not be null")));
-	timeout = PG_GETARG_INTERVAL_P(1);
-	ms = ((double) timeout->time + (double) timeout->day * USECS_PER_DAY +
-		  (double) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY) / 1000.0;
-	if (ms < 0 || ms > 3600 * 1000.0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout must be between 0 and 1 hour")));
+	timeout = eo_check_interval(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "timeout",
+								0, USECS_PER_HOUR);
+	ms = eo_interval_usecs(timeout) / 1000.0;
 
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
 	relid = ob->relid;
@@ -1116,7 +1058,7 @@ typedef struct TokenArgs
 static void
 open_token(FunctionCallInfo fcinfo, TokenArgs *t)
 {
-	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 
 	t->token = check_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
 	relay_begin(&t->call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
@@ -1176,7 +1118,7 @@ Datum
 eo_relay_extend(PG_FUNCTION_ARGS)
 {
 	TokenArgs	t;
-	int64		lease_usecs = check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	int64		lease_usecs = eo_check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3), EO_LEASE_RELAY);
 	TimestampTz expires;
 
 	open_token(fcinfo, &t);
@@ -1261,7 +1203,7 @@ new_group_id(const char *outbox, const char *grp)
 Datum
 eo_group_create(PG_FUNCTION_ARGS)
 {
-	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	char	   *start = PG_ARGISNULL(2) ? "beginning" : text_to_cstring(PG_GETARG_TEXT_PP(2));
 	Oid			caller = GetUserId();
 	Oid			owner = PG_NARGS() > 3 && !PG_ARGISNULL(3) ? PG_GETARG_OID(3) : caller;
@@ -1341,8 +1283,8 @@ eo_group_create(PG_FUNCTION_ARGS)
 Datum
 eo_group_drop(PG_FUNCTION_ARGS)
 {
-	char	   *grp = check_group(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
-	char	   *name = eo_ob_check_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
+	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	char	   *name = eo_check_outbox_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "outbox name");
 	EoOutbox   *ob = eo_ob_lookup(name, AccessShareLock, false);
 	Oid			caller = GetUserId();
 	EoIdentity	saved;

@@ -16,6 +16,7 @@
 #include "utils/timestamp.h"
 
 #include "eo.h"
+#include "outbox.h"
 
 static text *
 check_text_size(Datum value, int limit, const char *what)
@@ -78,32 +79,41 @@ eo_check_result(Datum value, bool isnull)
  * Computed in double precision, so that no interval, however absurd, can
  * overflow into a small or negative number before it is compared.
  */
-static double
-interval_usecs(const Interval *iv)
+double
+eo_interval_usecs(const Interval *iv)
 {
 	return (double) iv->time
 		+ (double) iv->day * USECS_PER_DAY
 		+ (double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
 }
 
+/*
+ * A lease: a key's (eo_claim, eo_extend) or a relay page's
+ * (eo_relay_fetch, eo_relay_extend); positive and at most eo.max_lease.
+ */
 int64
-eo_check_lease(Datum value)
+eo_check_lease(Datum value, bool isnull, EoLeaseKind kind)
 {
-	Interval   *lease = DatumGetIntervalP(value);
-	double		usecs = interval_usecs(lease);
+	double		usecs;
 	double		max_usecs = (double) eo_max_lease_secs * USECS_PER_SEC;
 
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease must not be null")));
+	usecs = eo_interval_usecs(DatumGetIntervalP(value));
 	if (usecs <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease must be positive"),
-				 errhint("Pass NULL to claim in transaction mode.")));
+				 kind == EO_LEASE_KEY ? errhint("Pass NULL to claim in transaction mode.") : 0));
 	if (usecs > max_usecs)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease is longer than eo.max_lease"),
 				 errdetail("eo.max_lease is %d seconds.", eo_max_lease_secs),
-				 errhint("Take a shorter lease and renew it with eo_extend.")));
+				 errhint("Take a shorter lease and renew it with %s.",
+						 kind == EO_LEASE_KEY ? "eo_extend" : "eo_relay_extend")));
 	return (int64) usecs;
 }
 
@@ -123,7 +133,7 @@ eo_check_interval(Datum value, bool isnull, const char *what,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", what)));
 	iv = DatumGetIntervalP(value);
-	usecs = interval_usecs(iv);
+	usecs = eo_interval_usecs(iv);
 	if (usecs < (double) min_usecs || usecs > (double) max_usecs)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -160,7 +170,7 @@ eo_check_retry_after(Datum value, bool isnull)
 
 	if (isnull)
 		return 0;
-	usecs = interval_usecs(DatumGetIntervalP(value));
+	usecs = eo_interval_usecs(DatumGetIntervalP(value));
 	if (usecs < 0 || usecs > (double) EO_MAX_RETRY_AFTER_SECS * USECS_PER_SEC)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -187,4 +197,69 @@ eo_clip_error(Datum value, bool isnull)
 		return t;
 	len = pg_mbcliplen(VARDATA_ANY(t), len, EO_MAX_ERROR_BYTES);
 	return cstring_to_text_with_len(VARDATA_ANY(t), len);
+}
+
+/*
+ * An outbox name: the table's name too, and part of the NOTIFY channel and
+ * the WAL message prefix, so it is kept to plain lower-case identifiers.
+ */
+char *
+eo_check_outbox_name(Datum value, bool isnull, const char *what)
+{
+	text	   *t;
+	char	   *s;
+	int			len;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	t = DatumGetTextPP(value);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
+	if (len > EO_OUTBOX_MAX_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("%s is too long", what),
+				 errdetail("It is %d bytes; the limit is %d bytes.", len, EO_OUTBOX_MAX_NAME)));
+	s = text_to_cstring(t);
+	for (int i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || c == '_' || (i > 0 && c >= '0' && c <= '9')))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("invalid %s \"%s\"", what, s),
+					 errdetail("An outbox name is a lower-case letter or underscore followed by lower-case letters, digits and underscores.")));
+	}
+	return s;
+}
+
+/* A consumer group name: 1 to EO_GROUP_MAX_NAME bytes. */
+char *
+eo_check_group_name(Datum value, bool isnull)
+{
+	text	   *t;
+	int			len;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("consumer group must not be null")));
+	t = DatumGetTextPP(value);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("consumer group must not be empty")));
+	if (len > EO_GROUP_MAX_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("consumer group name is too long"),
+				 errdetail("It is %d bytes; the limit is %d bytes.", len, EO_GROUP_MAX_NAME)));
+	return text_to_cstring(t);
 }

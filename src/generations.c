@@ -1,5 +1,5 @@
 /*-------------------------------------------------------------------------
- * partition.c
+ * generations.c
  *	  Time generations of a table: made ahead, switched, retired, dropped.
  *
  * A "generation set" is a registry table (gen, relid, state, started_at,
