@@ -501,3 +501,74 @@ GRANT EXECUTE ON FUNCTION eo_metrics.claims(), eo_metrics.maintenance(), eo_metr
     eo_metrics.outbox() TO pg_monitor;
 GRANT SELECT ON TABLE eo_metrics.claims, eo_metrics.maintenance, eo_metrics.keys,
     eo_metrics.outbox TO pg_monitor;
+
+-- ---- HTTP answers (issue 14): what an API answers for each outcome ----
+-- The IETF Idempotency-Key draft: a replay answers as the first request
+-- did (200/201, ...), a request still in flight 409, a key reused with a
+-- different request 422, a missing or malformed key 400.  eo adds: a
+-- dead key 410 (its work failed eo.max_attempts times and is never tried
+-- again under this key), and Retry-After for busy.
+CREATE FUNCTION @extschema@.eo_http_answer(
+    status pg_catalog.text,
+    result pg_catalog.jsonb DEFAULT NULL,
+    lease_expires_at pg_catalog.timestamptz DEFAULT NULL,
+    OUT http_status pg_catalog.int4,
+    OUT retry_after pg_catalog.int4)
+RETURNS record
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    stored pg_catalog.numeric;
+BEGIN
+    CASE status
+    WHEN 'claimed' THEN
+        NULL;                   -- no answer yet: do the work
+    WHEN 'duplicate' THEN
+        -- replay: the status stored with the result, if it is one
+        http_status := 200;
+        IF pg_catalog.jsonb_typeof(result OPERATOR(pg_catalog.->) 'http_status')
+               OPERATOR(pg_catalog.=) 'number' THEN
+            stored := (result OPERATOR(pg_catalog.->>) 'http_status')::pg_catalog.numeric;
+            IF stored OPERATOR(pg_catalog.>=) 100 AND stored OPERATOR(pg_catalog.<=) 599 THEN
+                http_status := stored;
+            END IF;
+        END IF;
+    WHEN 'busy' THEN
+        http_status := 409;
+        IF lease_expires_at IS NOT NULL THEN
+            retry_after := GREATEST(1, pg_catalog.ceil(pg_catalog.date_part('epoch',
+                lease_expires_at OPERATOR(pg_catalog.-) pg_catalog.now())))::pg_catalog.int4;
+        END IF;
+    WHEN 'dead' THEN
+        http_status := 410;
+    ELSE
+        RAISE EXCEPTION 'unknown eo_claim status "%"', status
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the status eo_claim returned: claimed, duplicate, busy or dead.';
+    END CASE;
+END
+$$;
+
+-- The HTTP status for an error eo_claim raised about the key itself, or
+-- NULL for any other error (the handler's usual error handling).
+CREATE FUNCTION @extschema@.eo_http_error_status(sqlstate pg_catalog.text)
+RETURNS pg_catalog.int4
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE sqlstate
+       WHEN '22004' THEN 400    -- no key
+       WHEN '22023' THEN 400    -- an empty key
+       WHEN '54000' THEN 400    -- a key (or fingerprint) over 512 bytes
+       WHEN '22000' THEN 422    -- the key was used with a different request
+       WHEN '40001' THEN 503    -- the transaction lost a race: retry it
+       WHEN '40P01' THEN 503
+       WHEN '55P03' THEN 503    -- lock_timeout
+       WHEN '57014' THEN 503    -- statement_timeout
+       END
+$$;
+
+-- Pure functions of their arguments: anyone who may claim may call them.
+GRANT EXECUTE ON FUNCTION @extschema@.eo_http_answer(pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz),
+    @extschema@.eo_http_error_status(pg_catalog.text) TO PUBLIC;

@@ -2,7 +2,9 @@
 -- privileges: nothing is granted to PUBLIC; a key belongs to the role that
 -- claimed it, and only that role and roles with its privileges may use it.
 --
--- Every function of the extension: not executable by PUBLIC, and how it
+-- Every function of the extension: not executable by PUBLIC (but for
+-- eo_http_answer and eo_http_error_status, which map their arguments and
+-- read nothing), and how it
 -- is protected from the caller's search_path (C functions that run only
 -- schema-qualified statements; see the hostile search_path test below).
 SELECT p.oid::regprocedure AS function,

@@ -129,6 +129,7 @@ my %expect = (
 		'dead|5|S3 upload: 403 Forbidden'
 	],
 	'dead-redrive' => ['claimed'],
+	'http'         => [ 'claimed|', '201|{"id": 1}', '1', '422' ],
 	'maintain'     => [qr/^\d+\|\d+\|\d+\|\d+\|\d+$/],
 	'grant-ops'    => [],
 	'grant-app'    => [],
