@@ -41,12 +41,21 @@ check_databases(char **newval, void **extra, GucSource source)
 {
 	char	   *copy = pstrdup(*newval);
 	List	   *names;
+	ListCell   *lc;
 	bool		ok = SplitIdentifierString(copy, ',', &names);
 
-	list_free(names);
-	pfree(copy);
 	if (!ok)
 		GUC_check_errdetail("List syntax is invalid.");
+	foreach(lc, names)
+	{
+		if (ok && ((char *) lfirst(lc))[0] == '\0')
+		{
+			GUC_check_errdetail("A database name is empty.");
+			ok = false;
+		}
+	}
+	list_free(names);
+	pfree(copy);
 	return ok;
 }
 

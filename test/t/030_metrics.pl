@@ -247,6 +247,8 @@ is($node->safe_psql('other', 'SELECT claimed FROM eo_metrics.claims', extra_para
 my ($rc_db, $out_db, $err_db) = $node->psql('postgres', q{ALTER SYSTEM SET eo.databases = '"unterminated'});
 like($err_db, qr/invalid value for parameter "eo.databases"/,
 	'a list that does not parse is refused when set, not found wrong at each pass');
+($rc_db, $out_db, $err_db) = $node->psql('postgres', q{ALTER SYSTEM SET eo.databases = '""'});
+like($err_db, qr/A database name is empty/, 'so is an empty database name');
 
 # ---- more databases than counter slots -----------------------------------------
 
