@@ -227,6 +227,7 @@ declare_dead(const ClaimRequest *req, ClaimOutcome *out, const char *why)
 	if (!eo_ks_update(row))
 		return false;
 	out->status = "dead";
+	eo_stat_count(EO_STAT_KEYS_DEAD);
 	return true;
 }
 
@@ -242,34 +243,25 @@ static bool
 take_over(const ClaimRequest *req, ClaimOutcome *out)
 {
 	if (out->row.attempts >= eo_max_attempts)
-	{
-		if (!declare_dead(req, out, "lease expired"))
-			return false;
-		eo_stat_count(EO_STAT_KEYS_DEAD);
-		return true;
-	}
+		return declare_dead(req, out, "lease expired");
 	if (!claim_again(req, out))
 		return false;
 	eo_stat_count(EO_STAT_TAKEN_OVER);
 	return true;
 }
 
-/* Count what eo_claim answered. */
+/* Count what eo_claim answered (eo_metrics.claims). */
 static void
 count_answer(const ClaimOutcome *out)
 {
-	switch (out->status[0])
-	{
-		case 'c':
-			eo_stat_count(EO_STAT_CLAIMED);
-			break;
-		case 'd':
-			eo_stat_count(out->status[1] == 'u' ? EO_STAT_DUPLICATES : EO_STAT_DEAD_ANSWERS);
-			break;
-		case 'b':
-			eo_stat_count(EO_STAT_BUSY);
-			break;
-	}
+	if (strcmp(out->status, "claimed") == 0)
+		eo_stat_count(EO_STAT_CLAIMED);
+	else if (strcmp(out->status, "duplicate") == 0)
+		eo_stat_count(EO_STAT_DUPLICATES);
+	else if (strcmp(out->status, "busy") == 0)
+		eo_stat_count(EO_STAT_BUSY);
+	else
+		eo_stat_count(EO_STAT_DEAD_ANSWERS);
 }
 
 /* Decide on a key that exists; false if a race was lost (look again). */
@@ -293,12 +285,9 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 		case EO_FAILED:
 			if (lease_live(row, req->now))
 				return report(out, "busy");
-			if (row->attempts < eo_max_attempts)
-				return claim_again(req, out);
-			if (!declare_dead(req, out, NULL))
-				return false;
-			eo_stat_count(EO_STAT_KEYS_DEAD);
-			return true;
+			if (row->attempts >= eo_max_attempts)
+				return declare_dead(req, out, NULL);
+			return claim_again(req, out);
 	}
 	elog(ERROR, "eo: key \"%s\" has unknown state '%c'",
 		 text_to_cstring(row->key), row->state);
