@@ -398,7 +398,8 @@ FROM eo_metrics.maintenance() m;
 -- ANALYZE), leases and retries through the partial index on
 -- lease_expires_at, which holds only keys in flight or failed.  A
 -- generation dropped while this runs (its table gone) is skipped.
-CREATE FUNCTION eo_internal.eo_metrics_keys(
+-- SECURITY DEFINER: it reads eo_internal; it shows counts only.
+CREATE FUNCTION eo_metrics.keys(
     OUT generations pg_catalog.int4,
     OUT estimated_keys pg_catalog.int8,
     OUT bytes pg_catalog.int8,
@@ -407,7 +408,7 @@ CREATE FUNCTION eo_internal.eo_metrics_keys(
     OUT oldest_lease_age_seconds pg_catalog.float8,
     OUT retries_waiting pg_catalog.int8)
 RETURNS record
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -455,20 +456,6 @@ BEGIN
     oldest_lease_age_seconds := pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) oldest);
 END
 $$;
-REVOKE ALL ON FUNCTION eo_internal.eo_metrics_keys() FROM PUBLIC;
-
-CREATE FUNCTION eo_metrics.keys(
-    OUT generations pg_catalog.int4,
-    OUT estimated_keys pg_catalog.int8,
-    OUT bytes pg_catalog.int8,
-    OUT leases pg_catalog.int8,
-    OUT expired_leases pg_catalog.int8,
-    OUT oldest_lease_age_seconds pg_catalog.float8,
-    OUT retries_waiting pg_catalog.int8)
-RETURNS record
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM eo_internal.eo_metrics_keys() $$;
 
 CREATE VIEW eo_metrics.keys AS
 SELECT * FROM eo_metrics.keys();

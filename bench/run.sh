@@ -128,6 +128,7 @@ contender_available() {
     case $1 in
         hand_pgq) [ "$HAVE_PGQ" = 1 ] ;;
         eo_emit | eo_emit_notify) [ "$HAVE_EMIT" = 1 ] ;;
+        eo_nocount) [ -f "$BENCH_DIR/scripts/eo.sql" ] ;;   # made from eo.sql
         *) [ -f "$BENCH_DIR/scripts/$1.sql" ] ;;
     esac
 }
@@ -139,6 +140,9 @@ make_scripts() {
     for f in "$BENCH_DIR"/scripts/[a-z]*.sql; do
         cat "$BENCH_DIR/scripts/_delivery.sql" "$f" >"$EO_TMP/scripts/$(basename "$f")"
     done
+    # eo_nocount is eo run with eo.track_counts = off (reset_state sets it
+    # for the role): the same script, so the two cannot drift apart.
+    cp "$EO_TMP/scripts/eo.sql" "$EO_TMP/scripts/eo_nocount.sql"
 }
 
 # ---------------------------------------------------------------------------
