@@ -559,3 +559,171 @@ $$;
 -- Pure functions of their arguments: anyone who may claim may call them.
 GRANT EXECUTE ON FUNCTION @extschema@.eo_http_answer(pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz),
     @extschema@.eo_http_error_status(pg_catalog.text) TO PUBLIC;
+
+-- ---- scopes: one namespace of keys per consumer or endpoint ----
+--
+-- A scope is a named namespace of keys that belongs to a role: keys
+-- claimed in it are unique within it (the same event id is claimed once
+-- per scope) and belong to the scope's role, so every member of that role
+-- may claim, complete and read them.  Keys claimed without a scope keep
+-- scope 0 and belong to the role that claimed them, as in 0.1.0.  Ids are
+-- never reused: the keys of a dropped scope are unreachable and go with
+-- their generation.
+CREATE SEQUENCE eo_internal.eo_scope_id_seq AS pg_catalog.int4 MINVALUE 1 NO CYCLE;
+REVOKE ALL ON SEQUENCE eo_internal.eo_scope_id_seq FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_scope_id_seq', '');
+CREATE TABLE eo_internal.eo_scopes (
+    id         pg_catalog.int4 PRIMARY KEY,
+    name       pg_catalog.text NOT NULL UNIQUE,
+    owner      pg_catalog.regrole NOT NULL,
+    created_at pg_catalog.timestamptz NOT NULL
+);
+REVOKE ALL ON TABLE eo_internal.eo_scopes FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_scopes', '');
+
+-- Every key table gains its scope, last (keystore.c reads columns by
+-- number), and a key is unique per (key, scope).  Adding the column with a
+-- constant default rewrites nothing; the new unique index is built on each
+-- generation (claims of new keys wait for it).
+DO $$
+DECLARE
+    r pg_catalog.regclass;
+    old pg_catalog.name;
+BEGIN
+    FOR r IN SELECT 'eo_internal.eo_keys_template'::pg_catalog.regclass
+             UNION ALL
+             SELECT c.oid FROM eo_internal.eo_generations g
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
+    LOOP
+        SELECT conname INTO STRICT old FROM pg_catalog.pg_constraint
+        WHERE conrelid OPERATOR(pg_catalog.=) r AND contype OPERATOR(pg_catalog.=) 'u';
+        EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN scope pg_catalog.int4 NOT NULL DEFAULT 0,'
+                                  ' ADD UNIQUE (key, scope), DROP CONSTRAINT %I', r, old);
+    END LOOP;
+END
+$$;
+
+-- Claims, completions, failures, extensions and status take the scope.
+-- The functions are made again (their argument lists change), so grants
+-- made on the 0.1.0 ones are gone: they are listed in a WARNING, to be
+-- given again on the new ones (see README, "Upgrading eo").  They are not
+-- carried over here: a grant made by this script would count as one of
+-- eo's initial privileges, which pg_dump leaves out.
+DO $$
+DECLARE
+    g pg_catalog.record;
+    lost pg_catalog.text := '';
+BEGIN
+    FOR g IN SELECT p.proname, a.grantee, a.is_grantable
+             FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+             WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                   '@extschema@.eo_claim(pg_catalog.text, pg_catalog.text, pg_catalog.interval)',
+                   '@extschema@.eo_complete(pg_catalog.text, pg_catalog.jsonb, pg_catalog.int8)',
+                   '@extschema@.eo_fail(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval)',
+                   '@extschema@.eo_extend(pg_catalog.text, pg_catalog.int8, pg_catalog.interval)',
+                   '@extschema@.eo_status(pg_catalog.text)']::pg_catalog.regprocedure[])
+               AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+             ORDER BY 1, 2
+    LOOP
+        lost := lost OPERATOR(pg_catalog.||) pg_catalog.format(E'\nGRANT EXECUTE ON FUNCTION @extschema@.%s TO %s%s;',
+            g.proname,
+            CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                 ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+    IF lost OPERATOR(pg_catalog.<>) '' THEN
+        RAISE WARNING 'eo 0.2.0 makes eo_claim, eo_complete, eo_fail, eo_extend and eo_status again: these grants are gone'
+            USING DETAIL = 'They were:' OPERATOR(pg_catalog.||) lost,
+                  HINT = 'Run them again (in the same transaction as ALTER EXTENSION eo UPDATE, to lose no call).';
+    END IF;
+END
+$$;
+DROP FUNCTION @extschema@.eo_claim(pg_catalog.text, pg_catalog.text, pg_catalog.interval);
+DROP FUNCTION @extschema@.eo_complete(pg_catalog.text, pg_catalog.jsonb, pg_catalog.int8);
+DROP FUNCTION @extschema@.eo_fail(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval);
+DROP FUNCTION @extschema@.eo_extend(pg_catalog.text, pg_catalog.int8, pg_catalog.interval);
+DROP FUNCTION @extschema@.eo_status(pg_catalog.text);
+
+CREATE FUNCTION @extschema@.eo_claim(
+    key pg_catalog.text,
+    fingerprint pg_catalog.text DEFAULT NULL,
+    lease pg_catalog.interval DEFAULT NULL,
+    scope pg_catalog.text DEFAULT NULL,
+    OUT status pg_catalog.text,
+    OUT result pg_catalog.jsonb,
+    OUT attempts pg_catalog.int4,
+    OUT lease_token pg_catalog.int8,
+    OUT lease_expires_at pg_catalog.timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'eo_claim'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_complete(
+    key pg_catalog.text,
+    result pg_catalog.jsonb DEFAULT NULL,
+    lease_token pg_catalog.int8 DEFAULT NULL,
+    scope pg_catalog.text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_complete'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_fail(
+    key pg_catalog.text,
+    error pg_catalog.text DEFAULT NULL,
+    lease_token pg_catalog.int8 DEFAULT NULL,
+    retry_after pg_catalog.interval DEFAULT NULL,
+    scope pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'eo_fail'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_extend(
+    key pg_catalog.text,
+    lease_token pg_catalog.int8,
+    lease pg_catalog.interval,
+    scope pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.timestamptz
+AS 'MODULE_PATHNAME', 'eo_extend'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION @extschema@.eo_status(
+    key pg_catalog.text,
+    scope pg_catalog.text DEFAULT NULL,
+    OUT state pg_catalog.text,
+    OUT result pg_catalog.jsonb,
+    OUT attempts pg_catalog.int4,
+    OUT lease_token pg_catalog.int8,
+    OUT lease_expires_at pg_catalog.timestamptz,
+    OUT last_error pg_catalog.text,
+    OUT created_at pg_catalog.timestamptz,
+    OUT updated_at pg_catalog.timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+REVOKE ALL ON FUNCTION @extschema@.eo_claim(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_complete(pg_catalog.text, pg_catalog.jsonb, pg_catalog.int8, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_fail(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_extend(pg_catalog.text, pg_catalog.int8, pg_catalog.interval, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_status(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+
+-- eo_scope_create(name, owner): a new scope, owned by `owner` (default:
+-- the caller, who must be a member of it).  eo_scope_drop(name): by a
+-- member of the scope's role.  Granted to nobody: an administrator
+-- decides who makes scopes.
+CREATE FUNCTION @extschema@.eo_scope_create(
+    name pg_catalog.text,
+    owner pg_catalog.regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_scope_create'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION @extschema@.eo_scope_drop(name pg_catalog.text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_scope_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_scope_create(pg_catalog.text, pg_catalog.regrole),
+    @extschema@.eo_scope_drop(pg_catalog.text) FROM PUBLIC;
+
+CREATE VIEW @extschema@.eo_scopes AS
+SELECT name, owner, created_at FROM eo_internal.eo_scopes;
+REVOKE ALL ON TABLE @extschema@.eo_scopes FROM PUBLIC;

@@ -489,7 +489,7 @@ CREATE EXTENSION eo;
 CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0);
 INSERT INTO accounts (id, balance) SELECT g, 0 FROM generate_series(1, $NACCOUNTS) g;
 GRANT SELECT, INSERT, UPDATE ON accounts TO bench_app;
-GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval), eo_complete(text, jsonb, bigint) TO bench_app;
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text), eo_complete(text, jsonb, bigint, text) TO bench_app;
 EOF
 }
 

@@ -170,8 +170,8 @@ reset_state() {
         else
             echo "ALTER ROLE bench_app RESET eo.track_counts;"
         fi
-        echo "GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval),"
-        echo "    eo_complete(text, jsonb, bigint) TO bench_app;"
+        echo "GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text),"
+        echo "    eo_complete(text, jsonb, bigint, text) TO bench_app;"
         [ "$HAVE_EMIT" != 1 ] || echo "$EMIT_SQL"
         echo "TRUNCATE accounts, processed, processed_min, processed_lease, outbox;"
         echo "INSERT INTO accounts (id, balance) SELECT g, 0 FROM generate_series(1, $NACCOUNTS) g;"

@@ -170,7 +170,7 @@ SELECT * FROM overview;
 -- Privileges: eo_maintain() and the overview are not granted to PUBLIC.
 --
 CREATE ROLE regress_eo_maintainer;
-GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval) TO regress_eo_maintainer;
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO regress_eo_maintainer;
 SELECT has_function_privilege('public', 'eo_maintain()', 'EXECUTE') AS public_execute,
        has_table_privilege('public', 'eo_keys_overview', 'SELECT') AS public_select;
 SET ROLE regress_eo_maintainer;

@@ -84,11 +84,11 @@ CREATE ROLE regress_eo_carol NOLOGIN IN ROLE regress_eo_alice;
 CREATE ROLE regress_eo_dave NOLOGIN NOINHERIT IN ROLE regress_eo_alice;
 CREATE ROLE regress_eo_nogrant NOLOGIN;
 GRANT EXECUTE ON FUNCTION
-    eo_claim(text, text, interval),
-    eo_complete(text, jsonb, bigint),
-    eo_fail(text, text, bigint, interval),
-    eo_extend(text, bigint, interval),
-    eo_status(text)
+    eo_claim(text, text, interval, text),
+    eo_complete(text, jsonb, bigint, text),
+    eo_fail(text, text, bigint, interval, text),
+    eo_extend(text, bigint, interval, text),
+    eo_status(text, text)
 TO regress_eo_alice, regress_eo_bob, regress_eo_dave;
 
 -- A role without the grant cannot call the API.

@@ -57,6 +57,7 @@ typedef struct ClaimOutcome
 typedef struct ClaimRequest
 {
 	text	   *key;
+	EoScope		scope;
 	text	   *fingerprint;
 	bool		lease_mode;
 	int64		lease_usecs;
@@ -64,7 +65,27 @@ typedef struct ClaimRequest
 	TimestampTz now;
 } ClaimRequest;
 
-/* ---- checks common to every function ---- */
+/* ---- arguments and checks common to every function ---- */
+
+/*
+ * The scope named by argument `argno` (scope.c), which the caller must be
+ * allowed to use; scope 0 if none.  (PG_NARGS: never read past the
+ * arguments of an older SQL definition; eo_ks_begin then refuses it.)
+ */
+static void
+get_scope(FunctionCallInfo fcinfo, int argno, Oid caller, EoScope *scope)
+{
+	bool		given = PG_NARGS() > argno && !PG_ARGISNULL(argno);
+
+	eo_scope_resolve(given ? PG_GETARG_DATUM(argno) : (Datum) 0, !given, caller, scope);
+}
+
+/* Whose a new key is: the scope's role, or without a scope the claimer. */
+static Oid
+new_key_owner(const EoScope *scope, Oid caller)
+{
+	return OidIsValid(scope->owner) ? scope->owner : caller;
+}
 
 static void
 check_owner(const EoKey *row, Oid caller)
@@ -85,14 +106,14 @@ check_owner(const EoKey *row, Oid caller)
  * write.
  */
 static void
-write_pending(text *key, Oid caller)
+write_pending(text *key, int32 scope, Oid caller)
 {
-	EoKey	   *pending = eo_pending_get(key);
+	EoKey	   *pending = eo_pending_get(key, scope);
 
 	if (pending == NULL)
 		return;
 	check_owner(pending, caller);
-	eo_pending_write(key);
+	eo_pending_write(key, scope);
 }
 
 static void
@@ -181,7 +202,8 @@ claim_new_key(const ClaimRequest *req, ClaimOutcome *out)
 
 	memset(&row, 0, sizeof(row));
 	row.key = req->key;
-	row.owner = req->caller;
+	row.scope = req->scope.id;
+	row.owner = new_key_owner(&req->scope, req->caller);
 	row.attempts = 1;
 	row.created_at = req->now;
 	set_claim(&row, req);
@@ -301,7 +323,7 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 static void
 claim_key(ClaimRequest *req, ClaimOutcome *out)
 {
-	EoKey	   *pending = eo_pending_get(req->key);
+	EoKey	   *pending = eo_pending_get(req->key, req->scope.id);
 
 	if (pending != NULL)
 	{
@@ -363,6 +385,7 @@ eo_claim(PG_FUNCTION_ARGS)
 	req.lease_mode = !PG_ARGISNULL(2);
 	req.lease_usecs = req.lease_mode ? eo_check_lease(PG_GETARG_DATUM(2), false, EO_LEASE_KEY) : 0;
 	req.caller = GetUserId();
+	get_scope(fcinfo, 3, req.caller, &req.scope);
 
 	PreventCommandIfReadOnly("eo_claim()");
 	eo_ks_begin(EO_KS_WRITE);
@@ -448,9 +471,9 @@ check_token(const EoKey *row, int64 token)
 
 /* Find a key the caller is about to change; error if unknown. */
 static void
-find_for_change(text *key, Oid caller, EoKey *row)
+find_for_change(text *key, int32 scope, Oid caller, EoKey *row)
 {
-	if (!eo_ks_find(key, row))
+	if (!eo_ks_find(key, scope, row))
 	{
 		row->key = key;
 		refuse_not_claimed(row);
@@ -471,9 +494,9 @@ set_done(EoKey *row, Jsonb *result)
 
 /* eo_complete of a claim whose row is not written yet (pending.c). */
 static bool
-complete_pending(text *key, Jsonb *result, Oid caller)
+complete_pending(text *key, int32 scope, Jsonb *result, Oid caller)
 {
-	EoKey	   *pending = eo_pending_get(key);
+	EoKey	   *pending = eo_pending_get(key, scope);
 
 	if (pending == NULL)
 		return false;
@@ -485,12 +508,13 @@ complete_pending(text *key, Jsonb *result, Oid caller)
 }
 
 static bool
-complete_key(text *key, Jsonb *result, bool with_token, int64 token, Oid caller)
+complete_key(text *key, int32 scope, Jsonb *result, bool with_token, int64 token,
+			 Oid caller)
 {
 	EoKey		row;
 
 	/* The common case: completing the claim this transaction just made. */
-	if (!with_token && eo_pending_take_held(key, &row))
+	if (!with_token && eo_pending_take_held(key, scope, &row))
 	{
 		check_owner(&row, caller);	/* the caller may be another role's code */
 		set_done(&row, result);
@@ -499,7 +523,7 @@ complete_key(text *key, Jsonb *result, bool with_token, int64 token, Oid caller)
 			return true;
 	}
 
-	find_for_change(key, caller, &row);
+	find_for_change(key, scope, caller, &row);
 	if (with_token)
 		check_token(&row, token);
 	else if (!held_by_this_transaction(&row))
@@ -516,13 +540,15 @@ eo_complete(PG_FUNCTION_ARGS)
 	bool		with_token = !PG_ARGISNULL(2);
 	int64		token = with_token ? PG_GETARG_INT64(2) : 0;
 	Oid			caller = GetUserId();
+	EoScope		scope;
 
+	get_scope(fcinfo, 3, caller, &scope);
 	PreventCommandIfReadOnly("eo_complete()");
-	if (with_token || !complete_pending(key, result, caller))
+	if (with_token || !complete_pending(key, scope.id, result, caller))
 	{
-		write_pending(key, caller);
+		write_pending(key, scope.id, caller);
 		eo_ks_begin(EO_KS_READ);
-		while (!complete_key(key, result, with_token, token, caller))
+		while (!complete_key(key, scope.id, result, with_token, token, caller))
 			CHECK_FOR_INTERRUPTS();
 	}
 	eo_stat_count(EO_STAT_COMPLETED);
@@ -534,6 +560,7 @@ eo_complete(PG_FUNCTION_ARGS)
 typedef struct FailRequest
 {
 	text	   *key;
+	EoScope		scope;
 	text	   *error;
 	bool		with_token;
 	int64		token;
@@ -565,7 +592,8 @@ fail_unknown_key(FailRequest *req, EoKey *row)
 {
 	memset(row, 0, sizeof(*row));
 	row->key = req->key;
-	row->owner = req->caller;
+	row->scope = req->scope.id;
+	row->owner = new_key_owner(&req->scope, req->caller);
 	row->created_at = req->now;
 	set_failed(row, req, true);
 	return eo_ks_insert(row);
@@ -594,7 +622,7 @@ fail_after_rollback(FailRequest *req, EoKey *row)
 static bool
 fail_key(FailRequest *req, EoKey *row)
 {
-	if (!eo_ks_find(req->key, row))
+	if (!eo_ks_find(req->key, req->scope.id, row))
 	{
 		if (req->with_token)
 		{
@@ -626,10 +654,11 @@ eo_fail(PG_FUNCTION_ARGS)
 	req.token = req.with_token ? PG_GETARG_INT64(2) : 0;
 	req.retry_usecs = eo_check_retry_after(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
 	req.caller = GetUserId();
+	get_scope(fcinfo, 4, req.caller, &req.scope);
 
 	PreventCommandIfReadOnly("eo_fail()");
 	eo_pending_forget_held();
-	write_pending(req.key, req.caller);
+	write_pending(req.key, req.scope.id, req.caller);
 	eo_ks_begin(EO_KS_WRITE);
 	for (;;)
 	{
@@ -654,6 +683,7 @@ eo_extend(PG_FUNCTION_ARGS)
 	int64		token;
 	int64		lease_usecs;
 	Oid			caller = GetUserId();
+	EoScope		scope;
 	EoKey		row;
 
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -662,14 +692,15 @@ eo_extend(PG_FUNCTION_ARGS)
 				 errmsg("lease_token and lease must not be null")));
 	token = PG_GETARG_INT64(1);
 	lease_usecs = eo_check_lease(PG_GETARG_DATUM(2), false, EO_LEASE_KEY);
+	get_scope(fcinfo, 3, caller, &scope);
 
 	PreventCommandIfReadOnly("eo_extend()");
-	write_pending(key, caller);
+	write_pending(key, scope.id, caller);
 	eo_ks_begin(EO_KS_READ);
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		find_for_change(key, caller, &row);
+		find_for_change(key, scope.id, caller, &row);
 		check_token(&row, token);
 		row.updated_at = GetCurrentTimestamp();
 		row.lease_expires_at = row.updated_at + lease_usecs;
@@ -731,6 +762,7 @@ eo_status(PG_FUNCTION_ARGS)
 		Oid			caller = GetUserId();
 		MemoryContext old;
 		TupleDesc	tupdesc;
+		EoScope		scope;
 		EoKey		row;
 		bool		found;
 
@@ -740,9 +772,10 @@ eo_status(PG_FUNCTION_ARGS)
 			elog(ERROR, "eo: eo_status must return a composite type");
 		tupdesc = BlessTupleDesc(tupdesc);
 
-		write_pending(key, caller);
+		get_scope(fcinfo, 1, caller, &scope);
+		write_pending(key, scope.id, caller);
 		eo_ks_begin(EO_KS_READ);
-		found = eo_ks_find_settled(key, &row);	/* waits for a claim in flight */
+		found = eo_ks_find_settled(key, scope.id, &row);	/* waits for a claim in flight */
 		if (found)
 			check_owner(&row, caller);
 

@@ -37,6 +37,7 @@
 #define EO_MAX_ERROR_BYTES		4096
 #define EO_MAX_RETRY_AFTER_SECS	(366 * SECS_PER_DAY)
 #define EO_MAX_RETENTION_DAYS	3650	/* an outbox's retention */
+#define EO_SCOPE_MAX_NAME		63
 
 /*
  * SQLSTATEs of eo's own refusals.  Argument errors use the standard codes
@@ -61,6 +62,7 @@ extern bool eo_track_counts;
 typedef struct EoKey
 {
 	text	   *key;
+	int32		scope;			/* 0: no scope (scope.c) */
 	Oid			owner;
 	char		state;
 	text	   *fingerprint;	/* NULL if none */
@@ -131,6 +133,16 @@ extern char *eo_usecs_text(int64 usecs);
 extern text *eo_clip_error(Datum value, bool isnull);
 extern char *eo_check_outbox_name(Datum value, bool isnull, const char *what);
 extern char *eo_check_group_name(Datum value, bool isnull);
+extern char *eo_check_scope_name(Datum value, bool isnull);
+
+/* scope.c: namespaces of keys, each belonging to a role */
+typedef struct EoScope
+{
+	int32		id;				/* 0: no scope */
+	Oid			owner;			/* the scope's role; InvalidOid if none */
+} EoScope;
+
+extern void eo_scope_resolve(Datum value, bool isnull, Oid caller, EoScope *scope);
 
 /* generations.c: time generations of a plain table (see its header) */
 typedef struct EoGenSet
@@ -172,10 +184,10 @@ extern void eo_ks_begin(EoKsMode mode);	/* row calls */
 extern void eo_ks_open(EoKsMode mode);	/* maintenance: also SPI, as owner */
 extern void eo_ks_close(void);
 extern void eo_ks_make_first_generation(void);
-extern void eo_ks_lock_key(const text *key);
-extern void eo_ks_unlock_key(const text *key);
-extern bool eo_ks_find(text *key, EoKey *row);
-extern bool eo_ks_find_settled(text *key, EoKey *row);
+extern void eo_ks_lock_key(const text *key, int32 scope);
+extern void eo_ks_unlock_key(const text *key, int32 scope);
+extern bool eo_ks_find(text *key, int32 scope, EoKey *row);
+extern bool eo_ks_find_settled(text *key, int32 scope, EoKey *row);
 extern bool eo_ks_insert(EoKey *row);
 extern void eo_ks_insert_held(EoKey *row);
 
@@ -200,14 +212,14 @@ extern bool eo_ks_prepare_retire(int32 gen, TimestampTz cutoff);
  */
 #define EO_MAX_PENDING 16		/* per transaction; later claims write at once */
 
-extern EoKey *eo_pending_get(text *key);
+extern EoKey *eo_pending_get(const text *key, int32 scope);
 extern bool eo_pending_room(void);
 extern void eo_pending_add(const EoKey *row);
 extern void eo_pending_set_done(EoKey *pending, Jsonb *result);
-extern void eo_pending_write(text *key);
+extern void eo_pending_write(const text *key, int32 scope);
 extern void eo_pending_remember_held(const EoKey *row);
 extern void eo_pending_forget_held(void);
-extern bool eo_pending_take_held(text *key, EoKey *row);
+extern bool eo_pending_take_held(text *key, int32 scope, EoKey *row);
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats

@@ -4,12 +4,12 @@
  *	  the live time generations of the key store.
  *
  * Keys live in one table per generation (eo_keys_<n>, see generations.c),
- * each with a unique index on key.  New keys go into the current
+ * each with a unique index on (key, scope).  New keys go into the current
  * generation; a key is looked up in every live one, newest first.
  *
  * A key is unique across generations because every transaction that
  * inserts a new key first takes the key's lock (an exclusive advisory-type
- * lock on a 64-bit hash of the key, see eo_ks_lock_key), then looks the
+ * lock on a 64-bit hash of the key and its scope, see eo_ks_lock_key), then looks the
  * key up in every live generation with a dirty snapshot, waiting out any
  * writer of the key still in progress, and inserts only if no generation
  * holds it.  The key lock is released as soon as the row is in the unique
@@ -75,9 +75,9 @@ enum
 {
 	COL_KEY = 1, COL_OWNER, COL_STATE, COL_FINGERPRINT, COL_RESULT,
 	COL_ATTEMPTS, COL_LEASE_TOKEN, COL_LEASE_EXPIRES_AT, COL_LAST_ERROR,
-	COL_CREATED_AT, COL_UPDATED_AT
+	COL_CREATED_AT, COL_UPDATED_AT, COL_SCOPE
 };
-#define KEY_NATTS COL_UPDATED_AT
+#define KEY_NATTS COL_SCOPE
 
 static const struct
 {
@@ -88,7 +88,8 @@ static const struct
 	{"key", TEXTOID}, {"owner", REGROLEOID}, {"state", CHAROID}, {"fingerprint", TEXTOID},
 	{"result", JSONBOID}, {"attempts", INT4OID}, {"lease_token", INT8OID},
 	{"lease_expires_at", TIMESTAMPTZOID}, {"last_error", TEXTOID},
-	{"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID}
+	{"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID},
+	{"scope", INT4OID}
 };
 
 /*
@@ -103,7 +104,7 @@ typedef struct Generation
 {
 	int32		gen;
 	Oid			relid;
-	Oid			key_index;		/* the unique index on key */
+	Oid			key_index;		/* the unique index on (key, scope) */
 	char	   *table;			/* schema-qualified, quoted */
 	SPIPlanPtr	reclaim_plan;	/* made on first use */
 } Generation;
@@ -179,7 +180,7 @@ ks_forget_generations(void)
 }
 
 /*
- * The unique index on key of generation table `relid`, after checking
+ * The unique index on (key, scope) of generation table `relid`, after checking
  * that the table is eo's own (objects.c) and has the template's columns
  * and types in the template's order (the row code below reads and writes
  * columns by number).
@@ -214,8 +215,9 @@ ks_key_index(Oid relid)
 		if (!HeapTupleIsValid(tup))
 			elog(ERROR, "eo: cache lookup failed for index %u", lfirst_oid(lc));
 		idx = (Form_pg_index) GETSTRUCT(tup);
-		if (idx->indisunique && idx->indnkeyatts == 1 &&
-			idx->indkey.values[0] == COL_KEY && idx->indisvalid)
+		if (idx->indisunique && idx->indnkeyatts == 2 &&
+			idx->indkey.values[0] == COL_KEY && idx->indkey.values[1] == COL_SCOPE &&
+			idx->indisvalid)
 			result = idx->indexrelid;
 		ReleaseSysCache(tup);
 	}
@@ -223,7 +225,7 @@ ks_key_index(Oid relid)
 	if (!OidIsValid(result))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("key generation \"%s\" has no unique index on key", get_rel_name(relid)),
+				 errmsg("key generation \"%s\" has no unique index on (key, scope)", get_rel_name(relid)),
 				 errdetail("A restore makes its index last; until it is there, eo does not use the key store."),
 				 errhint("Let the restore finish: pg_restore's post-data section makes it.")));
 	return result;
@@ -428,11 +430,12 @@ eo_ks_generations(void)
 
 /* ---- the key lock ---- */
 
+/* Keys without a scope (0) hash as they did before scopes. */
 static void
-ks_key_locktag(LOCKTAG *tag, const text *key)
+ks_key_locktag(LOCKTAG *tag, const text *key, int32 scope)
 {
 	uint64		h = DatumGetUInt64(hash_any_extended((const unsigned char *) VARDATA_ANY(key),
-													 VARSIZE_ANY_EXHDR(key), 0));
+													 VARSIZE_ANY_EXHDR(key), (uint64) scope));
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 EO_KEY_LOCK_FIELD4);
@@ -444,20 +447,20 @@ ks_key_locktag(LOCKTAG *tag, const text *key)
  * releases it.  Two keys with the same 64-bit hash merely share a lock.
  */
 void
-eo_ks_lock_key(const text *key)
+eo_ks_lock_key(const text *key, int32 scope)
 {
 	LOCKTAG		tag;
 
-	ks_key_locktag(&tag, key);
+	ks_key_locktag(&tag, key, scope);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 void
-eo_ks_unlock_key(const text *key)
+eo_ks_unlock_key(const text *key, int32 scope)
 {
 	LOCKTAG		tag;
 
-	ks_key_locktag(&tag, key);
+	ks_key_locktag(&tag, key, scope);
 	LockRelease(&tag, ExclusiveLock, false);
 }
 
@@ -501,25 +504,27 @@ ks_read_slot(TupleTableSlot *slot, EoKey *row)
 }
 
 /*
- * Look `key` up in generation `g` through its unique index.  With a dirty
+ * Look (`key`, `scope`) up in generation `g` through its unique index.  With a dirty
  * snapshot, *busy_xid is set if the version found is being written by
  * another transaction still in progress (the caller waits for it).
  */
 static bool
-ks_fetch(Generation *g, text *key, Snapshot snapshot, EoKey *row,
+ks_fetch(Generation *g, text *key, int32 scope, Snapshot snapshot, EoKey *row,
 		 TransactionId *busy_xid)
 {
 	Relation	heap = table_open(g->relid, AccessShareLock);
 	Relation	index = index_open(g->key_index, AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	IndexScanDesc scan;
-	ScanKeyData skey;
+	ScanKeyData skey[2];
 	bool		found;
 
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(key));
-	scan = eo_index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &skey, 1, NULL, 0);
+	ScanKeyEntryInitialize(&skey[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_INT4EQ, Int32GetDatum(scope));
+	scan = eo_index_beginscan(heap, index, snapshot, 2, 0);
+	index_rescan(scan, skey, 2, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
 	{
@@ -527,6 +532,7 @@ ks_fetch(Generation *g, text *key, Snapshot snapshot, EoKey *row,
 		ks_read_slot(slot, row);
 		row->gen = g->gen;
 		row->key = key;
+		row->scope = scope;
 		if (busy_xid != NULL)
 			*busy_xid = TransactionIdIsValid(snapshot->xmin) ? snapshot->xmin :
 				snapshot->xmax;
@@ -562,12 +568,12 @@ ks_check_serializable(const EoKey *row)
  * changes, from whichever live generation holds it.
  */
 bool
-eo_ks_find(text *key, EoKey *row)
+eo_ks_find(text *key, int32 scope, EoKey *row)
 {
 	Snapshot	snapshot = GetLatestSnapshot();
 
 	for (int i = 0; i < store.ngens; i++)
-		if (ks_fetch(&store.gens[i], key, snapshot, row, NULL))
+		if (ks_fetch(&store.gens[i], key, scope, snapshot, row, NULL))
 		{
 			ks_check_serializable(row);
 			return true;
@@ -584,7 +590,7 @@ eo_ks_find(text *key, EoKey *row)
  * the lock), and holding it would deadlock.
  */
 static bool
-ks_find_settled(text *key, EoKey *row)
+ks_find_settled(text *key, int32 scope, EoKey *row)
 {
 	for (;;)
 	{
@@ -594,7 +600,7 @@ ks_find_settled(text *key, EoKey *row)
 
 		InitDirtySnapshot(dirty);
 		for (int i = 0; i < store.ngens && !found; i++)
-			found = ks_fetch(&store.gens[i], key, &dirty, row, &busy);
+			found = ks_fetch(&store.gens[i], key, scope, &dirty, row, &busy);
 		if (!found)
 			return false;
 		if (!TransactionIdIsValid(busy))
@@ -602,10 +608,10 @@ ks_find_settled(text *key, EoKey *row)
 			ks_check_serializable(row);
 			return true;
 		}
-		eo_ks_unlock_key(key);
+		eo_ks_unlock_key(key, scope);
 		XactLockTableWait(busy, NULL, NULL, XLTW_None);
 		CHECK_FOR_INTERRUPTS();
-		eo_ks_lock_key(key);
+		eo_ks_lock_key(key, scope);
 	}
 }
 
@@ -619,15 +625,15 @@ ks_find_settled(text *key, EoKey *row)
  * flight: the primary's locks are not there.)
  */
 bool
-eo_ks_find_settled(text *key, EoKey *row)
+eo_ks_find_settled(text *key, int32 scope, EoKey *row)
 {
 	bool		found;
 
 	if (RecoveryInProgress())
-		return eo_ks_find(key, row);
-	eo_ks_lock_key(key);
-	found = ks_find_settled(key, row);
-	eo_ks_unlock_key(key);
+		return eo_ks_find(key, scope, row);
+	eo_ks_lock_key(key, scope);
+	found = ks_find_settled(key, scope, row);
+	eo_ks_unlock_key(key, scope);
 	return found;
 }
 
@@ -658,6 +664,7 @@ ks_fill_slot(TupleTableSlot *slot, const EoKey *row)
 	v[COL_LAST_ERROR - 1] = PointerGetDatum(row->last_error);
 	v[COL_CREATED_AT - 1] = TimestampTzGetDatum(row->created_at);
 	v[COL_UPDATED_AT - 1] = TimestampTzGetDatum(row->updated_at);
+	v[COL_SCOPE - 1] = Int32GetDatum(row->scope);
 	ExecStoreVirtualTuple(slot);
 }
 
@@ -733,13 +740,13 @@ eo_ks_insert(EoKey *row)
 	EoKey		found;
 	bool		inserted = false;
 
-	eo_ks_lock_key(row->key);
-	if (!ks_find_settled(row->key, &found))
+	eo_ks_lock_key(row->key, row->scope);
+	if (!ks_find_settled(row->key, row->scope, &found))
 	{
 		ks_insert_row(&store.gens[0], row);
 		inserted = true;
 	}
-	eo_ks_unlock_key(row->key);
+	eo_ks_unlock_key(row->key, row->scope);
 	return inserted;
 }
 
@@ -762,10 +769,10 @@ eo_ks_insert_held(EoKey *row)
 EoKsClaim
 eo_ks_claim(EoKey *row, EoKey *found, bool defer)
 {
-	eo_ks_lock_key(row->key);
-	if (ks_find_settled(row->key, found))
+	eo_ks_lock_key(row->key, row->scope);
+	if (ks_find_settled(row->key, row->scope, found))
 	{
-		eo_ks_unlock_key(row->key);
+		eo_ks_unlock_key(row->key, row->scope);
 		return EO_KS_FOUND;
 	}
 	if (defer)
@@ -774,7 +781,7 @@ eo_ks_claim(EoKey *row, EoKey *found, bool defer)
 		return EO_KS_DEFERRED;
 	}
 	ks_insert_row(&store.gens[0], row);
-	eo_ks_unlock_key(row->key);
+	eo_ks_unlock_key(row->key, row->scope);
 	return EO_KS_INSERTED;
 }
 

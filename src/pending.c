@@ -73,29 +73,31 @@ pending_check_xact(void)
 	}
 }
 
+/* Is `row` the key (`key`, `scope`)? */
 static bool
-same_key(const text *a, const text *b)
+same_key(const EoKey *row, const text *key, int32 scope)
 {
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+	return row->scope == scope &&
+		VARSIZE_ANY_EXHDR(row->key) == VARSIZE_ANY_EXHDR(key) &&
+		memcmp(VARDATA_ANY(row->key), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)) == 0;
 }
 
 static int
-pending_index(const text *key)
+pending_index(const text *key, int32 scope)
 {
 	pending_check_xact();
 	for (int i = 0; i < npending; i++)
 		if (pending[i].written_in == InvalidSubTransactionId &&
-			same_key(pending[i].row.key, key))
+			same_key(&pending[i].row, key, scope))
 			return i;
 	return -1;
 }
 
-/* The pending claim of `key` in this transaction, or NULL. */
+/* The pending claim of (`key`, `scope`) in this transaction, or NULL. */
 EoKey *
-eo_pending_get(text *key)
+eo_pending_get(const text *key, int32 scope)
 {
-	int			i = pending_index(key);
+	int			i = pending_index(key, scope);
 
 	return i < 0 ? NULL : &pending[i].row;
 }
@@ -262,15 +264,15 @@ eo_pending_set_done(EoKey *row, Jsonb *result)
 }
 
 /*
- * Write the row of the pending claim of `key`, if any, as it is now: the
+ * Write the row of the pending claim of (`key`, `scope`), if any, as it is now: the
  * caller is about to act on the key as a row.  The entry stays, marked
  * written, so that a rollback to a savepoint that undoes the write makes
  * the claim pending again.
  */
 void
-eo_pending_write(text *key)
+eo_pending_write(const text *key, int32 scope)
 {
-	int			i = pending_index(key);
+	int			i = pending_index(key, scope);
 
 	if (i < 0)
 		return;
@@ -296,12 +298,12 @@ eo_pending_forget_held(void)
 	held_lxid = InvalidLocalTransactionId;
 }
 
-/* The held claim of `key`, if this transaction's last claim was of it. */
+/* The held claim of (`key`, `scope`), if this transaction's last claim was of it. */
 bool
-eo_pending_take_held(text *key, EoKey *row)
+eo_pending_take_held(text *key, int32 scope, EoKey *row)
 {
 	if (held_lxid != EO_MY_LXID || held_lxid == InvalidLocalTransactionId ||
-		!same_key(key, held.key))
+		!same_key(&held, key, scope))
 		return false;
 	*row = held;
 	row->key = key;

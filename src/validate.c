@@ -239,9 +239,9 @@ eo_check_outbox_name(Datum value, bool isnull, const char *what)
 	return s;
 }
 
-/* A consumer group name: 1 to EO_GROUP_MAX_NAME bytes. */
-char *
-eo_check_group_name(Datum value, bool isnull)
+/* A name of 1 to `max` bytes, any characters: `what` says of what. */
+static char *
+check_plain_name(Datum value, bool isnull, const char *what, int max)
 {
 	text	   *t;
 	int			len;
@@ -249,17 +249,29 @@ eo_check_group_name(Datum value, bool isnull)
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("consumer group must not be null")));
+				 errmsg("%s must not be null", what)));
 	t = DatumGetTextPP(value);
 	len = VARSIZE_ANY_EXHDR(t);
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("consumer group must not be empty")));
-	if (len > EO_GROUP_MAX_NAME)
+				 errmsg("%s must not be empty", what)));
+	if (len > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("consumer group name is too long"),
-				 errdetail("It is %d bytes; the limit is %d bytes.", len, EO_GROUP_MAX_NAME)));
+				 errmsg("%s name is too long", what),
+				 errdetail("It is %d bytes; the limit is %d bytes.", len, max)));
 	return text_to_cstring(t);
+}
+
+char *
+eo_check_group_name(Datum value, bool isnull)
+{
+	return check_plain_name(value, isnull, "consumer group", EO_GROUP_MAX_NAME);
+}
+
+char *
+eo_check_scope_name(Datum value, bool isnull)
+{
+	return check_plain_name(value, isnull, "scope", EO_SCOPE_MAX_NAME);
 }

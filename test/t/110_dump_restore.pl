@@ -52,13 +52,24 @@ CREATE DATABASE shop;
 });
 $src->safe_psql('shop', q{
 CREATE EXTENSION eo;
-GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval), eo_complete(text, jsonb, bigint),
-    eo_fail(text, text, bigint, interval), eo_status(text) TO app;
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text), eo_complete(text, jsonb, bigint, text),
+    eo_fail(text, text, bigint, interval, text), eo_status(text, text),
+    eo_scope_create(text, regrole), eo_scope_drop(text) TO app;
 SET ROLE app;
 BEGIN;
 SELECT eo_claim('done', 'fp-1');
 SELECT eo_complete('done', '{"charge": "ch_1"}');
 COMMIT;
+-- the same key in a scope; and in a scope dropped since, whose id a new
+-- scope must not take again after the restore
+SELECT eo_scope_create('billing');
+SELECT eo_scope_create('gone');
+BEGIN;
+SELECT eo_claim('done', scope => 'billing');
+SELECT eo_complete('done', '{"scope": "billing"}', scope => 'billing');
+COMMIT;
+SELECT eo_claim('done', scope => 'gone');
+SELECT eo_scope_drop('gone');
 RESET ROLE;
 -- a switched generation, so that keys live in two tables
 SET eo.partition_interval = 1;
@@ -125,6 +136,14 @@ SELECT status, result FROM eo_claim('done', 'fp-1')}),
 		'duplicate|{"charge": "ch_1"}', "$how: a done key is a duplicate with its result");
 	my ($ret, $out, $err) = $node->psql('shop', q{SET ROLE app; SELECT eo_claim('done', 'fp-2')});
 	like($err, qr/different fingerprint/, "$how: ... and keeps its fingerprint");
+	is( $node->safe_psql('shop', q{SET ROLE app;
+SELECT status, result FROM eo_claim('done', scope => 'billing')}),
+		'duplicate|{"scope": "billing"}', "$how: a key in a scope is there, with its result");
+	is( $node->safe_psql('shop', q{SELECT name, owner FROM eo_scopes}),
+		'billing|app', "$how: scopes keep their owner");
+	$node->safe_psql('shop', q{SET ROLE app; SELECT eo_scope_create('gone')});
+	is( $node->safe_psql('shop', q{SET ROLE app; SELECT status FROM eo_claim('done', scope => 'gone')}),
+		'claimed', "$how: a new scope does not get a dropped scope's id, nor its keys");
 	is($node->safe_psql('shop', q{SET ROLE app; SELECT status FROM eo_claim('done2')}),
 		'duplicate', "$how: a key of the other generation too");
 	is($node->safe_psql('shop', q{SET ROLE app; SELECT state, attempts, last_error FROM eo_status('failed')}),
@@ -133,7 +152,7 @@ SELECT status, result FROM eo_claim('done', 'fp-1')}),
 		'dead', "$how: a dead key stays dead");
 	is($node->safe_psql('shop', q{SET ROLE app; SELECT status FROM eo_claim('leased')}),
 		'busy', "$how: a live lease is still a lease");
-	is($node->safe_psql('shop', q{SELECT owner FROM eo_keys() WHERE key = 'done'}),
+	is($node->safe_psql('shop', q{SELECT owner FROM eo_keys() WHERE key = 'done' AND scope = 0}),
 		'app', "$how: keys keep their owner");
 	cmp_ok($node->safe_psql('shop', q{SELECT lease_token FROM eo_claim('new', lease => '1 s')}),
 		'>', $max_token, "$how: new lease tokens are above every token issued");
@@ -206,7 +225,7 @@ for my $how ('pg_restore', 'pg_restore -j 2', 'psql')
 	($ret, $out, $err) = $node->psql('shop', q{SET ROLE relay; SELECT * FROM eo_relay_fetch('billing', 'slow')});
 	like($err, qr/its restore has not finished/, 'staged: ... and so does the relay');
 	($ret, $out, $err) = $node->psql('shop', q{SET ROLE app; SELECT eo_claim('done', 'fp-1')});
-	like($err, qr/ERROR:  key generation "eo_keys_\d+" has no unique index on key/,
+	like($err, qr/ERROR:  key generation "eo_keys_\d+" has no unique index on \(key, scope\)/,
 		'staged: a claim is refused until the keys\' indexes are in');
 	($ret, $out, $err) = $node->psql('shop', q{SELECT * FROM eo_maintain()});
 	unlike($err, qr/syntax error/, 'staged: maintenance fails cleanly');

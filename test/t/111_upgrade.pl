@@ -62,6 +62,8 @@ $node->safe_psql('postgres', q{CREATE EXTENSION eo VERSION '0.1.0'});
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
 	'0.1.0', 'the old version is installed');
 $node->safe_psql('postgres', q{
+CREATE ROLE app;
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval), eo_status(text) TO app;
 BEGIN;
 SELECT eo_claim('done', 'fp');
 SELECT eo_complete('done', '{"r": 1}');
@@ -96,9 +98,26 @@ like($err, qr/older than its library.*\n.*\n?.*ALTER EXTENSION eo UPDATE/s,
 ok($node->wait_for_log(qr/skipping database "postgres": eo's SQL objects are older than its library/,
 		$log_offset), 'the worker skips the database until then');
 
-$node->safe_psql('postgres', q{ALTER EXTENSION eo UPDATE});
+($ret, $out, $err) = $node->psql('postgres', q{ALTER EXTENSION eo UPDATE});
+is($ret, 0, 'ALTER EXTENSION eo UPDATE succeeds');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
 	'0.2.0', 'updated to 0.2.0, with the worker running');
+# The claim functions are made again (they take a scope): the update says
+# which grants are gone, as statements to run again.
+my @grants = $err =~ /^(GRANT EXECUTE ON FUNCTION .*;)$/mg;
+like($err, qr/WARNING:  eo 0\.2\.0 makes eo_claim, eo_complete, eo_fail, eo_extend and eo_status again: these grants are gone/,
+	'the update warns that grants on the claim functions are gone');
+is(join("\n", @grants),
+	"GRANT EXECUTE ON FUNCTION public.eo_claim TO app;\nGRANT EXECUTE ON FUNCTION public.eo_status TO app;",
+	'... and lists them as statements');
+($ret, $out, $err) = $node->psql('postgres', q{SET ROLE app; SELECT status FROM eo_claim('app-key')});
+like($err, qr/permission denied for function eo_claim/, 'until they are run again, app cannot claim');
+$node->safe_psql('postgres', join("\n", @grants));
+is($node->safe_psql('postgres', q{SET ROLE app; SELECT status FROM eo_claim('app-key')}),
+	'claimed', 'after running them, app claims again');
+$node->safe_psql('postgres', q{SELECT eo_scope_create('s')});
+is($node->safe_psql('postgres', q{SELECT status FROM eo_claim('done', scope => 's')}),
+	'claimed', 'a key of 0.1.0 claimed in a scope is a new key');
 is($node->safe_psql('postgres', q{SELECT status, result FROM eo_claim('done', 'fp')}),
 	'duplicate|{"r": 1}', 'a done key is a duplicate with its result');
 is($node->safe_psql('postgres', q{SELECT status FROM eo_claim('done2')}),
