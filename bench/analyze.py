@@ -70,6 +70,7 @@ TARGETS = [
     ("eo + emit (notify => true, LISTEN) vs hand-written outbox, tps", "eo_emit_notify", "hand_outbox", "base", "tps", ">=", 1.00),
     ("eo lease mode vs hand-written two-transaction, tps", "eo_lease", "hand_lease", "base", "tps", ">=", 1.00),
     ("eo with counters vs eo.track_counts = off, tps (issue 13)", "eo", "eo_nocount", "base", "tps", ">=", 0.98),
+    ("eo in a scope vs eo without one, tps (issue 14)", "eo_scoped", "eo", "base", "tps", ">=", 0.98),
     ("eo vs hand-written, WAL bytes per message", "eo", "hand", "base", "wal_bytes_per_msg", "<", 1.00),
     ("eo vs hand-written, dead key-row versions per processed message", "eo", "hand", "base", "key_dead_per_key", "<", 1.00),
 ]

@@ -61,7 +61,7 @@ DURATION=${DURATION:-8}
 CLIENTS=${CLIENTS-"1 8"}
 DUP_PCT=${DUP_PCT:-10}
 STORM_PCT=${STORM_PCT:-50}
-CONTENDERS=${CONTENDERS-"floor hand hand_min hand_outbox hand_pgq one_write eo eo_nocount eo_noresult eo_emit eo_emit_notify eo_lease hand_lease"}
+CONTENDERS=${CONTENDERS-"floor hand hand_min hand_outbox hand_pgq one_write eo eo_nocount eo_scoped eo_noresult eo_emit eo_emit_notify eo_lease hand_lease"}
 STORM_CONTENDERS=${STORM_CONTENDERS-"hand eo"}
 NACCOUNTS=${NACCOUNTS:-10000}
 WARMUP=${WARMUP:-3}
@@ -78,7 +78,7 @@ TODO_NOTES=()
 EO_KEY_TABLES=${EO_KEY_TABLES:-'eo\_keys%'}
 declare -A KEY_TABLE=(
     [floor]=- [hand]=processed [hand_min]=processed_min [hand_outbox]=processed
-    [hand_pgq]=processed [one_write]=processed [eo]=$EO_KEY_TABLES [eo_nocount]=$EO_KEY_TABLES
+    [hand_pgq]=processed [one_write]=processed [eo]=$EO_KEY_TABLES [eo_nocount]=$EO_KEY_TABLES [eo_scoped]=$EO_KEY_TABLES
     [eo_noresult]=$EO_KEY_TABLES [eo_emit]=$EO_KEY_TABLES [eo_emit_notify]=$EO_KEY_TABLES
     [eo_lease]=$EO_KEY_TABLES
     [hand_lease]=processed_lease
@@ -172,6 +172,7 @@ reset_state() {
         fi
         echo "GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text),"
         echo "    eo_complete(text, jsonb, bigint, text) TO bench_app;"
+        echo "SELECT eo_scope_create('bench', 'bench_app');"
         [ "$HAVE_EMIT" != 1 ] || echo "$EMIT_SQL"
         echo "TRUNCATE accounts, processed, processed_min, processed_lease, outbox;"
         echo "INSERT INTO accounts (id, balance) SELECT g, 0 FROM generate_series(1, $NACCOUNTS) g;"

@@ -42,9 +42,7 @@ CREATE TABLE outbox (
 GRANT SELECT, INSERT, UPDATE ON accounts, processed, processed_min, processed_lease, outbox
     TO bench_app;
 GRANT USAGE ON SEQUENCE processed_lease_token_seq TO bench_app;
-GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval), eo_complete(text, jsonb, bigint),
-      eo_fail(text, text, bigint, interval), eo_extend(text, bigint, interval),
-      eo_status(text) TO bench_app;
+GRANT EXECUTE ON FUNCTION eo_claim, eo_complete, eo_fail, eo_extend, eo_status TO bench_app;
 
 -- Rows in the tables whose names match a LIKE pattern (plain tables only,
 -- so a partitioned parent and its partitions are not counted twice): how
