@@ -11,6 +11,7 @@ OBJS = \
 	src/keystore.o \
 	src/pending.o \
 	src/scope.o \
+	src/outcome.o \
 	src/claim.o \
 	src/maintain.o \
 	src/worker.o \
@@ -32,11 +33,11 @@ DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
-	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred stats http scopes \
+	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred stats http scopes outcomes \
 	security
 REGRESS_OPTS = --load-extension=eo
 
-ISOLATION = claim-commit claim-rollback claim-scopes claim-deferred claim-isolation-levels \
+ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected claim-deferred claim-isolation-levels \
 	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
 	outbox-late-commit outbox-two-relays outbox-ack-expiry outbox-notify \
 	outbox-retention-race outbox-drop-during-maintain partition-boundary partition-drop

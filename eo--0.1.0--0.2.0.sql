@@ -603,7 +603,9 @@ BEGIN
 END
 $$;
 
--- Claims, completions, failures, extensions and status take the scope.
+-- Claims, completions, failures, extensions and status take the scope;
+-- eo_fail also takes the failure's SQLSTATE, and whether it is final
+-- (src/outcome.c).
 -- The functions are made again (their argument lists change), so grants
 -- made on the 0.1.0 ones are gone: they are listed in a WARNING, to be
 -- given again on the new ones (see README, "Upgrading eo").  They are not
@@ -672,7 +674,9 @@ CREATE FUNCTION @extschema@.eo_fail(
     error pg_catalog.text DEFAULT NULL,
     lease_token pg_catalog.int8 DEFAULT NULL,
     retry_after pg_catalog.interval DEFAULT NULL,
-    scope pg_catalog.text DEFAULT NULL)
+    scope pg_catalog.text DEFAULT NULL,
+    sqlstate pg_catalog.text DEFAULT NULL,
+    final pg_catalog.bool DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'eo_fail'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -703,7 +707,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
 REVOKE ALL ON FUNCTION @extschema@.eo_claim(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_complete(pg_catalog.text, pg_catalog.jsonb, pg_catalog.int8, pg_catalog.text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.eo_fail(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval, pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_fail(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval, pg_catalog.text, pg_catalog.text, pg_catalog.bool) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_extend(pg_catalog.text, pg_catalog.int8, pg_catalog.interval, pg_catalog.text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.eo_status(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 

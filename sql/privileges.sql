@@ -86,7 +86,7 @@ CREATE ROLE regress_eo_nogrant NOLOGIN;
 GRANT EXECUTE ON FUNCTION
     eo_claim(text, text, interval, text),
     eo_complete(text, jsonb, bigint, text),
-    eo_fail(text, text, bigint, interval, text),
+    eo_fail(text, text, bigint, interval, text, text, boolean),
     eo_extend(text, bigint, interval, text),
     eo_status(text, text)
 TO regress_eo_alice, regress_eo_bob, regress_eo_dave;

@@ -10,6 +10,7 @@
  *	 c --complete--> d;  p --complete(token)--> d
  *	 p --lease expired, claim--> p with a new token (takeover) or x
  *	 c/p --fail--> f (retry after retry_after) or x (eo.max_attempts reached)
+ *	 c/p/f --fail, final SQLSTATE--> r (every later claim raises that error)
  *	 f --claim, when due--> c or p
  *
  * A transaction-mode claim of a new key is deferred (pending.c): no row
@@ -300,6 +301,9 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 			return report(out, "duplicate");
 		case EO_DEAD:
 			return report(out, "dead");
+		case EO_REJECTED:
+			eo_replay_rejection(row);	/* raises the error it failed with */
+			break;
 		case EO_PROCESSING:
 			if (lease_live(row, req->now))
 				return report(out, "busy");
@@ -415,6 +419,12 @@ refuse_not_held(const EoKey *row, bool with_token)
 				(errcode(EO_ERRCODE_NOT_HELD),
 				 errmsg("idempotency key \"%s\" is already done",
 						text_to_cstring(row->key))));
+	if (row->state == EO_REJECTED)
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_NOT_HELD),
+				 errmsg("idempotency key \"%s\" failed for good",
+						text_to_cstring(row->key)),
+				 errhint("eo_status shows the error; to run the work again, use a new key.")));
 	if (row->state == EO_PROCESSING && !with_token)
 		ereport(ERROR,
 				(errcode(EO_ERRCODE_NOT_HELD),
@@ -458,6 +468,7 @@ check_token(const EoKey *row, int64 token)
 		case EO_PROCESSING:
 			return;
 		case EO_DONE:
+		case EO_REJECTED:
 			refuse_not_held(row, true);
 			break;
 		case EO_TXN_CLAIMED:
@@ -565,6 +576,8 @@ typedef struct FailRequest
 	bool		with_token;
 	int64		token;
 	int64		retry_usecs;
+	char	   *sqlstate;		/* NULL if not given */
+	bool		final;			/* reject the key for good (outcome.c) */
 	Oid			caller;
 	TimestampTz now;
 	bool		became_dead;	/* set by set_failed */
@@ -576,11 +589,20 @@ set_failed(EoKey *row, FailRequest *req, bool count_attempt)
 {
 	if (count_attempt)
 		row->attempts++;
-	req->became_dead = row->state != EO_DEAD && row->attempts >= eo_max_attempts;
-	row->state = row->attempts >= eo_max_attempts ? EO_DEAD : EO_FAILED;
+	if (req->final)
+	{
+		req->became_dead = false;
+		row->state = EO_REJECTED;
+		row->result = eo_rejection_result(req->sqlstate, req->error);
+	}
+	else
+	{
+		req->became_dead = row->state != EO_DEAD && row->attempts >= eo_max_attempts;
+		row->state = row->attempts >= eo_max_attempts ? EO_DEAD : EO_FAILED;
+		row->result = NULL;
+	}
 	row->has_expiry = row->state == EO_FAILED;
 	row->lease_expires_at = req->now + req->retry_usecs;
-	row->result = NULL;
 	if (req->error != NULL)
 		row->last_error = req->error;
 	row->updated_at = req->now;
@@ -611,8 +633,8 @@ fail_held_key(FailRequest *req, EoKey *row)
 static bool
 fail_after_rollback(FailRequest *req, EoKey *row)
 {
-	if (row->state == EO_DEAD)
-		return true;
+	if (row->state == EO_DEAD || row->state == EO_REJECTED)
+		return true;			/* finished: nothing to record */
 	if (row->state != EO_FAILED)
 		refuse_not_held(row, false);
 	set_failed(row, req, true);
@@ -655,6 +677,9 @@ eo_fail(PG_FUNCTION_ARGS)
 	req.retry_usecs = eo_check_retry_after(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
 	req.caller = GetUserId();
 	get_scope(fcinfo, 4, req.caller, &req.scope);
+	req.sqlstate = PG_NARGS() > 5 ? eo_check_sqlstate(PG_GETARG_DATUM(5), PG_ARGISNULL(5)) : NULL;
+	req.final = eo_failure_is_final(req.sqlstate,
+									PG_NARGS() > 6 && !PG_ARGISNULL(6) ? PG_GETARG_BOOL(6) : -1);
 
 	PreventCommandIfReadOnly("eo_fail()");
 	eo_pending_forget_held();
@@ -671,7 +696,8 @@ eo_fail(PG_FUNCTION_ARGS)
 	eo_stat_count(EO_STAT_FAILED);
 	if (req.became_dead)
 		eo_stat_count(EO_STAT_KEYS_DEAD);
-	PG_RETURN_TEXT_P(cstring_to_text(row.state == EO_DEAD ? "dead" : "retry"));
+	PG_RETURN_TEXT_P(cstring_to_text(row.state == EO_DEAD ? "dead" :
+									 row.state == EO_REJECTED ? "rejected" : "retry"));
 }
 
 /* ---- eo_extend ---- */
@@ -725,6 +751,8 @@ state_name(const EoKey *row)
 			return "failed";
 		case EO_DEAD:
 			return "dead";
+		case EO_REJECTED:
+			return "rejected";
 	}
 	return "unknown";
 }

@@ -29,6 +29,7 @@ int			eo_partition_interval_secs = SECS_PER_DAY;
 int			eo_naptime_secs = 10;
 char	   *eo_databases = NULL;
 bool		eo_track_counts = true;
+char	   *eo_final_sqlstates = NULL;
 
 void		_PG_init(void);
 
@@ -57,6 +58,18 @@ check_databases(char **newval, void **extra, GucSource source)
 	list_free(names);
 	pfree(copy);
 	return ok;
+}
+
+/* eo.final_sqlstates: refused when an entry is not a class or a SQLSTATE. */
+static bool
+check_final_sqlstates(char **newval, void **extra, GucSource source)
+{
+	const char *bad;
+
+	if (eo_sqlstate_list_valid(*newval, &bad))
+		return true;
+	GUC_check_errdetail("\"%s\" is neither a SQLSTATE class (two characters) nor a SQLSTATE (five).", bad);
+	return false;
 }
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -160,6 +173,20 @@ _PG_init(void)
 							 true,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * What eo_fail records as final (replayed by every later claim) when the
+	 * caller does not say: data exceptions and the integrity violations that
+	 * the same request would meet again.  Not 23503 (a row referred to may
+	 * arrive later) nor 23001.  Any role may set it for its own calls.
+	 */
+	DefineCustomStringVariable("eo.final_sqlstates",
+							   "SQLSTATEs and classes whose failures eo_fail records as final.",
+							   "A final failure is replayed as the same error by every later eo_claim of the key.",
+							   &eo_final_sqlstates,
+							   "22, 23000, 23502, 23505, 23514, 23P01",
+							   PGC_USERSET, GUC_LIST_INPUT,
+							   check_final_sqlstates, NULL, NULL);
 
 	MarkGUCPrefixReserved("eo");
 

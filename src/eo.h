@@ -29,6 +29,7 @@
 #define EO_PROCESSING	'p'			/* lease mode, lease_expires_at set */
 #define EO_FAILED		'f'			/* retry allowed after lease_expires_at */
 #define EO_DEAD			'x'
+#define EO_REJECTED		'r'			/* failed for good: eo_claim replays the error */
 
 /* Limits, documented in the README. */
 #define EO_MAX_KEY_BYTES		512
@@ -57,6 +58,7 @@ extern int	eo_partition_interval_secs;
 extern int	eo_naptime_secs;
 extern char *eo_databases;
 extern bool eo_track_counts;
+extern char *eo_final_sqlstates;
 
 /* One row of eo_keys, as read or to be written. */
 typedef struct EoKey
@@ -131,6 +133,9 @@ extern Interval *eo_check_interval(Datum value, bool isnull, const char *what,
 								   int64 min_usecs, int64 max_usecs);
 extern char *eo_usecs_text(int64 usecs);
 extern text *eo_clip_error(Datum value, bool isnull);
+extern char *eo_check_sqlstate(Datum value, bool isnull);
+extern bool eo_sqlstate_list_valid(const char *list, const char **bad);
+extern bool eo_sqlstate_listed(const char *sqlstate, const char *list);
 extern char *eo_check_outbox_name(Datum value, bool isnull, const char *what);
 extern char *eo_check_group_name(Datum value, bool isnull);
 extern char *eo_check_scope_name(Datum value, bool isnull);
@@ -220,6 +225,11 @@ extern void eo_pending_write(const text *key, int32 scope);
 extern void eo_pending_remember_held(const EoKey *row);
 extern void eo_pending_forget_held(void);
 extern bool eo_pending_take_held(text *key, int32 scope, EoKey *row);
+
+/* outcome.c: whether a failure is final, and the replay of a final one */
+extern bool eo_failure_is_final(const char *sqlstate, int final_arg);
+extern Jsonb *eo_rejection_result(const char *sqlstate, text *error);
+extern void eo_replay_rejection(const EoKey *row) pg_attribute_noreturn();
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats

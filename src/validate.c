@@ -199,6 +199,104 @@ eo_clip_error(Datum value, bool isnull)
 	return cstring_to_text_with_len(VARDATA_ANY(t), len);
 }
 
+/* Are the `len` characters at `s` digits and upper-case ASCII letters? */
+static bool
+sqlstate_chars(const char *s, int len)
+{
+	for (int i = 0; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'Z')))
+			return false;
+	return true;
+}
+
+/*
+ * A SQLSTATE argument (eo_fail's sqlstate): five digits or upper-case
+ * letters, and an error's, not a success's or a warning's (classes 00, 01,
+ * 02), since eo_claim raises it again.  NULL if none is given.
+ */
+char *
+eo_check_sqlstate(Datum value, bool isnull)
+{
+	char	   *s;
+
+	if (isnull)
+		return NULL;
+	s = text_to_cstring(DatumGetTextPP(value));
+	if (strlen(s) != 5 || !sqlstate_chars(s, 5))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid SQLSTATE \"%s\"", s),
+				 errdetail("A SQLSTATE is five digits or upper-case letters.")));
+	if (s[0] == '0' && (s[1] == '0' || s[1] == '1' || s[1] == '2'))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("SQLSTATE \"%s\" is not an error", s),
+				 errdetail("Classes 00, 01 and 02 are success, warning and no data.")));
+	return s;
+}
+
+/*
+ * Walk the entries of a SQLSTATE list (eo.final_sqlstates): classes of two
+ * characters or SQLSTATEs of five, separated by commas and spaces.  Calls
+ * `fn` on each until it returns true; returns false at a malformed entry
+ * (*bad points at it) or at the end.
+ */
+static bool
+sqlstate_list_walk(const char *list, bool (*fn) (const char *entry, int len, const void *arg),
+				   const void *arg, const char **bad, bool *malformed)
+{
+	const char *p = list;
+
+	*malformed = false;
+	while (*p != '\0')
+	{
+		int			len = 0;
+
+		while (*p == ',' || *p == ' ')
+			p++;
+		while (p[len] != '\0' && p[len] != ',' && p[len] != ' ')
+			len++;
+		if (len == 0)
+			break;
+		if ((len != 2 && len != 5) || !sqlstate_chars(p, len))
+		{
+			*bad = p;
+			*malformed = true;
+			return false;
+		}
+		if (fn != NULL && fn(p, len, arg))
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+/* For the setting's check hook: is every entry well formed? */
+bool
+eo_sqlstate_list_valid(const char *list, const char **bad)
+{
+	bool		malformed;
+
+	(void) sqlstate_list_walk(list, NULL, NULL, bad, &malformed);
+	return !malformed;
+}
+
+static bool
+sqlstate_matches(const char *entry, int len, const void *arg)
+{
+	return strncmp(entry, (const char *) arg, len) == 0;
+}
+
+/* Does `list` name `sqlstate`, or its class? */
+bool
+eo_sqlstate_listed(const char *sqlstate, const char *list)
+{
+	const char *bad;
+	bool		malformed;
+
+	return sqlstate_list_walk(list, sqlstate_matches, sqlstate, &bad, &malformed);
+}
+
 /*
  * An outbox name: the table's name too, and part of the NOTIFY channel and
  * the WAL message prefix, so it is kept to plain lower-case identifiers.

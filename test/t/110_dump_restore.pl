@@ -53,7 +53,7 @@ CREATE DATABASE shop;
 $src->safe_psql('shop', q{
 CREATE EXTENSION eo;
 GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text), eo_complete(text, jsonb, bigint, text),
-    eo_fail(text, text, bigint, interval, text), eo_status(text, text),
+    eo_fail(text, text, bigint, interval, text, text, boolean), eo_status(text, text),
     eo_scope_create(text, regrole), eo_scope_drop(text) TO app;
 SET ROLE app;
 BEGIN;
