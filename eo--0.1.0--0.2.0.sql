@@ -305,11 +305,11 @@ CREATE FUNCTION @extschema@.eo_group_create(
     outbox pg_catalog.text,
     consumer_group pg_catalog.text,
     start_at pg_catalog.text DEFAULT 'beginning',
-    owner pg_catalog.regrole DEFAULT NULL)
+    owner pg_catalog.text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'eo_group_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION @extschema@.eo_group_create(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_group_create(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
 -- New outboxes do not NOTIFY unless asked (notify => true): NOTIFY
 -- serialises the commits of every emitting transaction; relays wake by
@@ -712,12 +712,15 @@ REVOKE ALL ON FUNCTION @extschema@.eo_extend(pg_catalog.text, pg_catalog.int8, p
 REVOKE ALL ON FUNCTION @extschema@.eo_status(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
 
 -- eo_scope_create(name, owner): a new scope, owned by `owner` (default:
--- the caller, who must be a member of it).  eo_scope_drop(name): by a
+-- the caller, who must have its privileges).  Owners are given as text,
+-- not regrole, here and in eo_group_create: an untyped literal prefers a
+-- text parameter, so a regrole one would lose to a text overload put in
+-- a schema searched first (public, owned by the database owner).  eo_scope_drop(name): by a
 -- member of the scope's role.  Granted to nobody: an administrator
 -- decides who makes scopes.
 CREATE FUNCTION @extschema@.eo_scope_create(
     name pg_catalog.text,
-    owner pg_catalog.regrole DEFAULT NULL)
+    owner pg_catalog.text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'eo_scope_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -725,7 +728,7 @@ CREATE FUNCTION @extschema@.eo_scope_drop(name pg_catalog.text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'eo_scope_drop'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION @extschema@.eo_scope_create(pg_catalog.text, pg_catalog.regrole),
+REVOKE ALL ON FUNCTION @extschema@.eo_scope_create(pg_catalog.text, pg_catalog.text),
     @extschema@.eo_scope_drop(pg_catalog.text) FROM PUBLIC;
 
 CREATE VIEW @extschema@.eo_scopes AS

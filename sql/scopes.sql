@@ -14,11 +14,11 @@ GRANT EXECUTE ON FUNCTION
     eo_extend(text, bigint, interval, text),
     eo_status(text, text)
 TO regress_eo_billing, regress_eo_shipping;
-GRANT EXECUTE ON FUNCTION eo_scope_create(text, regrole), eo_scope_drop(text)
+GRANT EXECUTE ON FUNCTION eo_scope_create(text, text), eo_scope_drop(text)
 TO regress_eo_billing, regress_eo_shipping, regress_eo_scope_admin;
 
 -- Nothing is granted to PUBLIC.
-SELECT has_function_privilege('public', 'eo_scope_create(text, regrole)', 'EXECUTE') AS create_public,
+SELECT has_function_privilege('public', 'eo_scope_create(text, text)', 'EXECUTE') AS create_public,
        has_function_privilege('public', 'eo_scope_drop(text)', 'EXECUTE') AS drop_public,
        has_table_privilege('public', 'eo_scopes', 'SELECT') AS view_public;
 
@@ -132,3 +132,35 @@ RESET ROLE;
 SET ROLE regress_eo_scope_admin;
 SELECT eo_test_try($$SELECT eo_scope_create('admin-made', 'regress_eo_billing')$$);
 RESET ROLE;
+
+-- Owners are given by name; a role that does not exist is 42704.  A role
+-- that is a NOINHERIT member of the owner cannot create (nor use) it.
+SELECT eo_test_try($$SELECT eo_scope_create('ghost-owned', 'regress_eo_no_such_role')$$);
+CREATE ROLE regress_eo_billing_noinherit NOLOGIN NOINHERIT IN ROLE regress_eo_billing;
+GRANT EXECUTE ON FUNCTION eo_scope_create(text, text) TO regress_eo_billing_noinherit;
+SET ROLE regress_eo_billing_noinherit;
+SELECT eo_test_try($$SELECT eo_scope_create('noinherit', 'regress_eo_billing')$$);
+RESET ROLE;
+
+-- A name already taken uses no id up.
+SELECT last_value AS before FROM eo_internal.eo_scope_id_seq \gset
+SELECT eo_test_try($$SELECT eo_scope_create('billing')$$);
+SELECT eo_test_try($$SELECT eo_scope_create('billing')$$);
+SELECT last_value = :before AS no_id_used FROM eo_internal.eo_scope_id_seq;
+
+-- A text overload in a schema searched later does not take the call: the
+-- owner is text in eo's own signature too (an untyped literal would
+-- prefer text over regrole, whatever the schema order).
+CREATE SCHEMA regress_eo_later;
+CREATE FUNCTION regress_eo_later.eo_scope_create(name text, owner text) RETURNS void
+LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'hijacked'; END$$;
+CREATE FUNCTION regress_eo_later.eo_group_create(outbox text, consumer_group text,
+    start_at text DEFAULT 'beginning', owner text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'hijacked'; END$$;
+SET search_path = public, regress_eo_later;
+SELECT eo_scope_create('not-hijacked', 'regress_eo_billing');
+SELECT eo_outbox_create('scope_ob') IS NOT NULL AS made;
+SELECT eo_group_create('scope_ob', 'g', owner => 'regress_eo_billing');
+RESET search_path;
+SELECT eo_outbox_drop('scope_ob');
+DROP SCHEMA regress_eo_later CASCADE;

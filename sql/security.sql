@@ -21,7 +21,7 @@ GRANT CREATE ON SCHEMA public TO regress_eo_mallory;
 GRANT EXECUTE ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb) TO regress_eo_app;
 GRANT EXECUTE ON FUNCTION eo_relay_fetch(text, text, int, interval),
     eo_relay_ack(text, text, bigint), eo_relay_extend(text, text, bigint, interval),
-    eo_relay_release(text, text, bigint), eo_group_create(text, text, text, regrole),
+    eo_relay_release(text, text, bigint), eo_group_create(text, text, text, text),
     eo_group_drop(text, text), eo_outbox_drop(text)
     TO regress_eo_reader, regress_eo_mallory;
 
@@ -379,7 +379,7 @@ REVOKE CREATE ON SCHEMA public FROM regress_eo_mallory;
 REVOKE ALL ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb) FROM regress_eo_app;
 REVOKE ALL ON FUNCTION eo_relay_fetch(text, text, int, interval),
     eo_relay_ack(text, text, bigint), eo_relay_extend(text, text, bigint, interval),
-    eo_relay_release(text, text, bigint), eo_group_create(text, text, text, regrole),
+    eo_relay_release(text, text, bigint), eo_group_create(text, text, text, text),
     eo_group_drop(text, text), eo_outbox_drop(text)
     FROM regress_eo_reader, regress_eo_mallory;
 REVOKE ALL ON FUNCTION eo_test_try(text) FROM PUBLIC;

@@ -134,6 +134,7 @@ extern Interval *eo_check_interval(Datum value, bool isnull, const char *what,
 extern char *eo_usecs_text(int64 usecs);
 extern text *eo_clip_error(Datum value, bool isnull);
 extern char *eo_check_sqlstate(Datum value, bool isnull);
+extern Oid	eo_check_role(Datum value, bool isnull, Oid dflt);
 extern bool eo_sqlstate_list_valid(const char *list, const char **bad);
 extern bool eo_sqlstate_listed(const char *sqlstate, const char *list);
 extern char *eo_check_outbox_name(Datum value, bool isnull, const char *what);

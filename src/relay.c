@@ -1206,7 +1206,7 @@ eo_group_create(PG_FUNCTION_ARGS)
 	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	char	   *start = PG_ARGISNULL(2) ? "beginning" : text_to_cstring(PG_GETARG_TEXT_PP(2));
 	Oid			caller = GetUserId();
-	Oid			owner = PG_NARGS() > 3 && !PG_ARGISNULL(3) ? PG_GETARG_OID(3) : caller;
+	Oid			owner = PG_NARGS() > 3 ? eo_check_role(PG_GETARG_DATUM(3), PG_ARGISNULL(3), caller) : caller;
 	const char *snap;
 	EoOutbox   *ob;
 	EoIdentity	saved;

@@ -171,31 +171,35 @@ scope_changed(void)
 }
 
 /*
- * eo_scope_create(name, owner): as for ALTER ... OWNER TO, only a member of
- * a role may give it a scope.
+ * eo_scope_create(name, owner): only a role with the privileges of `owner`
+ * may give it a scope (as for ALTER ... OWNER TO, and as using the scope
+ * will ask).  The id is drawn only for a name not taken, so that calls
+ * with a taken name do not use ids up.
  */
 Datum
 eo_scope_create(PG_FUNCTION_ARGS)
 {
 	char	   *name = eo_check_scope_name(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
 	Oid			caller = GetUserId();
-	Oid			owner = PG_ARGISNULL(1) ? caller : PG_GETARG_OID(1);
+	Oid			owner = eo_check_role(PG_GETARG_DATUM(1), PG_ARGISNULL(1), caller);
 	Oid			types[2] = {TEXTOID, REGROLEOID};
 	Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(owner)};
 	EoIdentity	saved;
 
 	PreventCommandIfReadOnly("eo_scope_create()");
-	if (!is_member_of_role(caller, owner))
+	if (!has_privs_of_role(caller, owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to create a scope owned by role \"%s\"",
 						GetUserNameFromId(owner, false)),
-				 errhint("Only members of a role may give it a scope.")));
+				 errhint("Only roles with the privileges of a role may give it a scope.")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);
 	if (SPI_execute_with_args("INSERT INTO eo_internal.eo_scopes (id, name, owner, created_at)"
-							  " VALUES (pg_catalog.nextval('eo_internal.eo_scope_id_seq'), $1, $2, pg_catalog.now())"
+							  " SELECT pg_catalog.nextval('eo_internal.eo_scope_id_seq'), $1, $2, pg_catalog.now()"
+							  " WHERE NOT EXISTS (SELECT FROM eo_internal.eo_scopes"
+							  "                   WHERE name OPERATOR(pg_catalog.=) $1)"
 							  " ON CONFLICT (name) DO NOTHING",
 							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "eo: scope insert failed");

@@ -199,6 +199,20 @@ eo_clip_error(Datum value, bool isnull)
 	return cstring_to_text_with_len(VARDATA_ANY(t), len);
 }
 
+/*
+ * A role named by a text argument (an owner), or `dflt` if NULL.  Text, not
+ * regrole, in the SQL signature: a call with an untyped literal prefers a
+ * text parameter, so a regrole one would lose to an overload that someone
+ * put in an earlier-resolved schema (public) with a text parameter.
+ */
+Oid
+eo_check_role(Datum value, bool isnull, Oid dflt)
+{
+	if (isnull)
+		return dflt;
+	return get_role_oid(text_to_cstring(DatumGetTextPP(value)), false);
+}
+
 /* Are the `len` characters at `s` digits and upper-case ASCII letters? */
 static bool
 sqlstate_chars(const char *s, int len)

@@ -54,7 +54,7 @@ $src->safe_psql('shop', q{
 CREATE EXTENSION eo;
 GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text), eo_complete(text, jsonb, bigint, text),
     eo_fail(text, text, bigint, interval, text, text, boolean), eo_status(text, text),
-    eo_scope_create(text, regrole), eo_scope_drop(text) TO app;
+    eo_scope_create(text, text), eo_scope_drop(text) TO app;
 SET ROLE app;
 BEGIN;
 SELECT eo_claim('done', 'fp-1');
