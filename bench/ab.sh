@@ -19,7 +19,13 @@
 #
 # Settings (environment): ROUNDS=6, DURATION=8 (s per run), CLIENTS="1 8",
 # DUP_PCT=10, AB_SCRIPTS="eo eo_noresult" (scripts in bench/scripts/, each
-# prefixed with _delivery.sql as in run.sh), NACCOUNTS=10000, SEED.
+# prefixed with _delivery.sql as in run.sh), NACCOUNTS=10000, SEED,
+# AB_CPU_CLAIMS=200000: per round and build, also that many claims of new
+# keys in one transaction in the server (PL/pgSQL loop: rows written at
+# once after the 16th, no commit per key) and then the same keys again
+# (all duplicates), as claims per CPU second of the backend: the claim
+# path's CPU alone, without the WAL flush that dominates the pgbench runs
+# (0: skip).
 # Output: bench/results/ab-<timestamp>-<old>-<new>/ with runs.csv and
 # summary.md.  A benchmark, not a test: it fails only if a run fails.
 set -euo pipefail
@@ -38,6 +44,7 @@ DUP_PCT=${DUP_PCT:-10}
 AB_SCRIPTS=${AB_SCRIPTS-"eo eo_noresult"}
 NACCOUNTS=${NACCOUNTS:-10000}
 SEED=${SEED:-20241129}
+AB_CPU_CLAIMS=${AB_CPU_CLAIMS:-200000}
 
 # The tree of one side: a commit (git archive) or the working tree.
 ab_source() {
@@ -137,13 +144,45 @@ ab_run() {
     echo "$round,$side,$script,$clients,$tps" >>"$RESULTS/runs.csv"
 }
 
+# Claims per CPU second of one backend: new keys, then the same keys again.
+# The backend's own CPU time (utime + stime from /proc, in clock ticks),
+# not the wall clock: on a shared machine the wall clock also counts the
+# time other guests took.
+ab_cpu() {
+    local round=$1 side=$2 what out ticks rate hz
+    hz=$(getconf CLK_TCK)
+    ab_reset "$side"
+    for what in cpu_new cpu_dup; do
+        out=$(ab_psql "$side" -d bench 2>&1 <<SQL
+SELECT pg_backend_pid() AS pid \gset
+\setenv EO_PID :pid
+\! awk '{print "t0", \$14 + \$15}' /proc/\$EO_PID/stat
+DO \$\$
+BEGIN
+    FOR i IN 1..$AB_CPU_CLAIMS LOOP
+        PERFORM eo_claim('cpu:' || i);
+    END LOOP;
+END
+\$\$;
+\! awk '{print "t1", \$14 + \$15}' /proc/\$EO_PID/stat
+SQL
+)
+        ticks=$(awk '/^t0/ {t0 = $2} /^t1/ {t1 = $2} END {print t1 - t0}' <<<"$out")
+        [ -n "$ticks" ] && [ "$ticks" -gt 0 ] || die "the in-server claim loop ($side, $what) failed: $out"
+        rate=$(awk -v n="$AB_CPU_CLAIMS" -v t="$ticks" -v hz="$hz" 'BEGIN {printf "%.0f", n / (t / hz)}')
+        printf '  round %s %-4s %-12s      %10s claims per CPU second\n' "$round" "$side" "$what" "$rate"
+        echo "$round,$side,$what,1,$rate" >>"$RESULTS/runs.csv"
+    done
+}
+
 ab_summary() {
     python3 - "$RESULTS/runs.csv" "$OLD_DESC" "$NEW_DESC" >"$RESULTS/summary.md" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 tps = {(r["round"], r["side"], r["script"], r["clients"]): float(r["tps"]) for r in rows}
 print(f"# eo A/B: {sys.argv[3]} (new) against {sys.argv[2]} (old)\n")
-print("| script | clients | old tps (median) | new tps (median) | new/old, median of rounds | range | rounds |")
+print("cpu_new and cpu_dup: claims per CPU second of one backend, no commit per key (see bench/ab.sh); the others: pgbench tps.\n")
+print("| script | clients | old (median) | new (median) | new/old, median of rounds | range | rounds |")
 print("|---|---|---|---|---|---|---|")
 for script, clients in sorted({(k[2], k[3]) for k in tps}, key=lambda k: (k[0], int(k[1]))):
     rounds = sorted({k[0] for k in tps if k[2:] == (script, clients)}, key=int)
@@ -187,6 +226,9 @@ for r in $(seq 1 "$ROUNDS"); do
             for side in $sides; do ab_run "$r" "$side" "$s" "$c"; done
         done
     done
+    if [ "$AB_CPU_CLAIMS" -gt 0 ]; then
+        for side in $sides; do ab_cpu "$r" "$side"; done
+    fi
 done
 ab_summary
 log "summary ($RESULTS/summary.md)"
