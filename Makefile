@@ -37,7 +37,7 @@ REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_in
 	security
 REGRESS_OPTS = --load-extension=eo
 
-ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected claim-deferred claim-isolation-levels \
+ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recreated claim-deferred claim-isolation-levels \
 	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
 	outbox-late-commit outbox-two-relays outbox-ack-expiry outbox-notify \
 	outbox-retention-race outbox-drop-during-maintain partition-boundary partition-drop

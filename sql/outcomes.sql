@@ -73,11 +73,24 @@ SELECT state FROM eo_status('oc:plain');
 
 -- The caller's word wins over the setting.
 SELECT eo_fail('oc:unique-retry', 'duplicate key value', sqlstate => '23505', final => false);
-SELECT eo_fail('oc:serialization-final', 'gave up', sqlstate => '40001', final => true);
+SELECT eo_fail('oc:fk-final', 'no such order', sqlstate => '23503', final => true);
 SELECT eo_fail('oc:no-state', 'x', final => false);
-SELECT k, s.state FROM unnest(ARRAY['oc:unique-retry', 'oc:serialization-final', 'oc:no-state']) AS k,
+SELECT k, s.state FROM unnest(ARRAY['oc:unique-retry', 'oc:fk-final', 'oc:no-state']) AS k,
      LATERAL eo_status(k) s ORDER BY k;
 SELECT eo_test_try($$SELECT eo_fail('oc:final-no-state', 'x', final => true)$$);
+
+-- Some SQLSTATEs are never final: no error (00, 01, 02), or one about the
+-- transaction, the connection or the server (08, 40, 53, 57, 58, F0, XX,
+-- P0004).  Recorded as failed attempts, never replayed; final => true with
+-- one of them is refused, and nothing is recorded then.
+SELECT k, eo_fail(k, 'x', sqlstate => c) AS result
+FROM (VALUES ('oc:never-40001', '40001'), ('oc:never-57014', '57014'), ('oc:never-08006', '08006'),
+             ('oc:never-XX000', 'XX000'), ('oc:never-P0004', 'P0004'), ('oc:never-02000', '02000'),
+             ('oc:never-53100', '53100')) AS v(k, c);
+SELECT eo_test_try($$SELECT eo_fail('oc:never-final', 'x', sqlstate => '40001', final => true)$$);
+SELECT eo_test_try($$SELECT eo_fail('oc:never-final', 'x', sqlstate => 'XX000', final => true)$$);
+SELECT eo_test_try($$SELECT eo_fail('oc:never-final', 'x', sqlstate => '00000', final => true)$$);
+SELECT count(*) FROM eo_status('oc:never-final');
 
 -- The setting, per session (or role): RAISE EXCEPTION's P0001 made final.
 SET eo.final_sqlstates = 'P0001';
@@ -91,13 +104,25 @@ RESET eo.final_sqlstates;
 SELECT eo_test_try($$SET eo.final_sqlstates = '23, 235'$$);
 SELECT eo_test_try($$SET eo.final_sqlstates = 'ab'$$);
 SELECT eo_test_try($$SET eo.final_sqlstates = '22;23'$$);
+SELECT eo_test_try($$SET eo.final_sqlstates = '22, 40'$$);
+SELECT eo_test_try($$SET eo.final_sqlstates = 'XX000'$$);
+SET eo.final_sqlstates = 'P0';   -- class P0 may be final; P0004 within it never is
+SELECT eo_fail('oc:p0004', 'assertion failed', sqlstate => 'P0004');
+RESET eo.final_sqlstates;
 SHOW eo.final_sqlstates;
+-- Superuser-only, as eo.max_attempts: whether a failure is replayed for
+-- good does not depend on which session recorded it.
+CREATE ROLE regress_eo_outcomes NOLOGIN;
+SET ROLE regress_eo_outcomes;
+SELECT eo_test_try($$SET eo.final_sqlstates = '22'$$);
+RESET ROLE;
+DROP ROLE regress_eo_outcomes;
+RESET eo.final_sqlstates;
 
--- Bad SQLSTATEs are refused, and change nothing.
+-- Malformed SQLSTATEs are refused, and change nothing.
 SELECT eo_test_try($$SELECT eo_fail('oc:bad', 'x', sqlstate => '2350')$$);
 SELECT eo_test_try($$SELECT eo_fail('oc:bad', 'x', sqlstate => '23s05')$$);
-SELECT eo_test_try($$SELECT eo_fail('oc:bad', 'x', sqlstate => '00000')$$);
-SELECT eo_test_try($$SELECT eo_fail('oc:bad', 'x', sqlstate => '01000')$$);
+SELECT eo_test_try($$SELECT eo_fail('oc:bad', 'x', sqlstate => '235050')$$);
 SELECT count(*) FROM eo_status('oc:bad');
 
 -- Lease mode: the holder records a final failure with its token; the
@@ -123,6 +148,22 @@ SELECT eo_test_try($$SELECT status FROM eo_claim('oc:fp', 'fp-1')$$);
 SELECT eo_fail('oc:long', repeat('é', 3000), sqlstate => '22000');
 SELECT octet_length(result->>'message') <= 4096 AS cut, result->>'message' = last_error AS same
 FROM eo_status('oc:long');
+
+-- A result edited by hand into something eo never writes is replayed as
+-- P0001 'failed', never as junk.
+DO $$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT relid FROM eo_internal.eo_generations WHERE state IN ('c', 'o') LOOP
+        EXECUTE format($q$UPDATE %s SET result = '["\u0020\u0001xyz", "Zmessage"]' WHERE key = 'oc:raise'$q$, t);
+        EXECUTE format($q$UPDATE %s SET result = '{"sqlstate": "ab~~z", "message": "m"}' WHERE key = 'oc:lease'$q$, t);
+        EXECUTE format($q$UPDATE %s SET result = '{"sqlstate": "XX000", "message": "m"}' WHERE key = 'oc:check'$q$, t);
+    END LOOP;
+END
+$$;
+SELECT k, regexp_replace(oc_claim_error(k), ' / .*', '') AS error
+FROM unnest(ARRAY['oc:raise', 'oc:lease', 'oc:check']) AS k;
 
 DROP FUNCTION oc_claim_error(text);
 DROP TABLE oc_lines, oc_orders;

@@ -60,15 +60,22 @@ check_databases(char **newval, void **extra, GucSource source)
 	return ok;
 }
 
-/* eo.final_sqlstates: refused when an entry is not a class or a SQLSTATE. */
+/*
+ * eo.final_sqlstates: refused when an entry is not a class or a SQLSTATE,
+ * or names one that may not be final (outcome.c).
+ */
 static bool
 check_final_sqlstates(char **newval, void **extra, GucSource source)
 {
-	const char *bad;
+	char	   *bad;
+	bool		malformed;
 
-	if (eo_sqlstate_list_valid(*newval, &bad))
+	if (eo_sqlstate_list_valid(*newval, &bad, &malformed))
 		return true;
-	GUC_check_errdetail("\"%s\" is neither a SQLSTATE class (two characters) nor a SQLSTATE (five).", bad);
+	if (malformed)
+		GUC_check_errdetail("\"%s\" is neither a SQLSTATE class (two characters) nor a SQLSTATE (five).", bad);
+	else
+		GUC_check_errdetail("\"%s\" may not be final: it is no error, or says something of the transaction, the connection or the server, not of the request.", bad);
 	return false;
 }
 
@@ -178,14 +185,17 @@ _PG_init(void)
 	 * What eo_fail records as final (replayed by every later claim) when the
 	 * caller does not say: data exceptions and the integrity violations that
 	 * the same request would meet again.  Not 23503 (a row referred to may
-	 * arrive later) nor 23001.  Any role may set it for its own calls.
+	 * arrive later) nor 23001.  Superuser-only, as eo.max_attempts: whether
+	 * a failure is replayed for good must not depend on which session (or
+	 * which function it ran) recorded it; a caller says so per call with
+	 * final => true or false.
 	 */
 	DefineCustomStringVariable("eo.final_sqlstates",
 							   "SQLSTATEs and classes whose failures eo_fail records as final.",
 							   "A final failure is replayed as the same error by every later eo_claim of the key.",
 							   &eo_final_sqlstates,
 							   "22, 23000, 23502, 23505, 23514, 23P01",
-							   PGC_USERSET, GUC_LIST_INPUT,
+							   PGC_SUSET, GUC_LIST_INPUT,
 							   check_final_sqlstates, NULL, NULL);
 
 	MarkGUCPrefixReserved("eo");

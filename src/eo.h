@@ -135,7 +135,9 @@ extern char *eo_usecs_text(int64 usecs);
 extern text *eo_clip_error(Datum value, bool isnull);
 extern char *eo_check_sqlstate(Datum value, bool isnull);
 extern Oid	eo_check_role(Datum value, bool isnull, Oid dflt);
-extern bool eo_sqlstate_list_valid(const char *list, const char **bad);
+extern char *eo_role_name(Oid role);
+extern bool eo_sqlstate_may_be_final(const char *s, int len);
+extern bool eo_sqlstate_list_valid(const char *list, char **bad, bool *malformed);
 extern bool eo_sqlstate_listed(const char *sqlstate, const char *list);
 extern char *eo_check_outbox_name(Datum value, bool isnull, const char *what);
 extern char *eo_check_group_name(Datum value, bool isnull);
@@ -230,7 +232,7 @@ extern bool eo_pending_take_held(text *key, int32 scope, EoKey *row);
 /* outcome.c: whether a failure is final, and the replay of a final one */
 extern bool eo_failure_is_final(const char *sqlstate, int final_arg);
 extern Jsonb *eo_rejection_result(const char *sqlstate, text *error);
-extern void eo_replay_rejection(const EoKey *row) pg_attribute_noreturn();
+extern void eo_replay_rejection(const EoKey *row);	/* raises */
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats

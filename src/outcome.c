@@ -12,7 +12,9 @@
  * its SQLSTATE and message are kept as the key's result, and every later
  * eo_claim of the key raises that same error again instead of running the
  * work; anything else is recorded as a failed attempt, as before, and the
- * key may be claimed again once retry_after has passed.
+ * key may be claimed again once retry_after has passed.  Some SQLSTATEs
+ * are never final (validate.c, eo_sqlstate_may_be_final): replaying them
+ * would stop the client or its pool rather than answer the request.
  *
  * Process model: per call; no state.
  *-------------------------------------------------------------------------
@@ -35,16 +37,24 @@
 bool
 eo_failure_is_final(const char *sqlstate, int final_arg)
 {
-	if (final_arg >= 0)
+	if (final_arg == 1)
 	{
-		if (final_arg == 1 && sqlstate == NULL)
+		if (sqlstate == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("a final failure needs its sqlstate"),
 					 errhint("Pass the SQLSTATE of the error, which later claims of the key raise again.")));
-		return final_arg == 1;
+		if (!eo_sqlstate_may_be_final(sqlstate, 5))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a failure with SQLSTATE %s cannot be final", sqlstate),
+					 errdetail("It is no error, or it says something of the transaction, the connection or the server, not of the request: replayed, it would stop clients and pools that handle it."),
+					 errhint("Record it without final => true: the key can then be claimed again.")));
+		return true;
 	}
-	return sqlstate != NULL && eo_sqlstate_listed(sqlstate, eo_final_sqlstates);
+	if (final_arg == 0 || sqlstate == NULL || !eo_sqlstate_may_be_final(sqlstate, 5))
+		return false;
+	return eo_sqlstate_listed(sqlstate, eo_final_sqlstates);
 }
 
 /* The result a rejected key keeps: {"sqlstate": ..., "message": ...}. */
@@ -68,7 +78,7 @@ rejection_field(const EoKey *row, const char *field, const char *missing)
 {
 	JsonbValue	v;
 
-	if (row->result != NULL &&
+	if (row->result != NULL && JB_ROOT_IS_OBJECT(row->result) &&
 		getKeyJsonValueFromContainer(&row->result->root, field, strlen(field), &v) != NULL &&
 		v.type == jbvString)
 		return pnstrdup(v.val.string.val, v.val.string.len);
@@ -86,7 +96,9 @@ eo_replay_rejection(const EoKey *row)
 	char	   *sqlstate = rejection_field(row, "sqlstate", "P0001");
 	char	   *message = rejection_field(row, "message", "failed");
 
-	if (strlen(sqlstate) != 5)
+	/* Only eo writes it; but a result edited by hand must not raise junk. */
+	if (strlen(sqlstate) != 5 || strspn(sqlstate, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ") != 5 ||
+		!eo_sqlstate_may_be_final(sqlstate, 5))
 		sqlstate = "P0001";
 	ereport(ERROR,
 			(errcode(MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2],

@@ -34,6 +34,7 @@
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "compat.h"
 #include "eo.h"
@@ -84,22 +85,31 @@ scope_cache_get(void)
 	return scope_cache;
 }
 
-/* Read scope `name` from the registry, as the owner; false if none. */
+/*
+ * Read scope `name` from the registry, as the owner; false if none.  With
+ * the latest snapshot, not the statement's: the invalidations taken in
+ * until now have emptied the cache of what changed, so what is cached from
+ * here must be at least that new (an older snapshot, say of a REPEATABLE
+ * READ transaction, would cache a scope dropped since, for good).
+ */
 static bool
 scope_read(const char *name, int32 *id, Oid *owner)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(name)};
 	EoIdentity	saved;
+	SPIPlanPtr	plan;
 	bool		found;
 	bool		isnull;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);
-	if (SPI_execute_with_args("SELECT id, owner FROM eo_internal.eo_scopes"
-							  " WHERE name OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+	plan = SPI_prepare("SELECT id, owner FROM eo_internal.eo_scopes"
+					   " WHERE name OPERATOR(pg_catalog.=) $1", 1, types);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							 true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "eo: scope lookup failed");
 	found = SPI_processed == 1;
 	if (found)
@@ -119,8 +129,15 @@ scope_read(const char *name, int32 *id, Oid *owner)
 static void
 scope_lookup(const char *name, EoScope *scope)
 {
-	ScopeEntry *entry = hash_search(scope_cache_get(), name, HASH_FIND, NULL);
+	ScopeEntry *entry;
 
+	/*
+	 * Take in the invalidations of scopes dropped or made since the last
+	 * call (a cheap check when there are none), so that no call uses a
+	 * scope whose drop committed before it started.
+	 */
+	AcceptInvalidationMessages();
+	entry = hash_search(scope_cache_get(), name, HASH_FIND, NULL);
 	if (entry == NULL)
 	{
 		EoScope		read;
@@ -159,8 +176,7 @@ eo_scope_resolve(Datum value, bool isnull, Oid caller, EoScope *scope)
 		ereport(ERROR,
 				(errcode(EO_ERRCODE_NOT_OWNER),
 				 errmsg("permission denied for scope \"%s\"", name),
-				 errdetail("The scope belongs to role \"%s\".",
-						   GetUserNameFromId(scope->owner, true))));
+				 errdetail("The scope belongs to role %s.", eo_role_name(scope->owner))));
 }
 
 /* Let every backend forget its cached scopes at its next transaction. */
@@ -247,7 +263,7 @@ eo_scope_drop(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to drop scope \"%s\"", name),
-				 errdetail("It belongs to role \"%s\".", GetUserNameFromId(owner, true))));
+				 errdetail("It belongs to role %s.", eo_role_name(owner))));
 	if (SPI_execute_with_args("DELETE FROM eo_internal.eo_scopes WHERE name OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "eo: scope delete failed");

@@ -11,6 +11,7 @@
 
 #include "access/detoast.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
@@ -213,6 +214,19 @@ eo_check_role(Datum value, bool isnull, Oid dflt)
 	return get_role_oid(text_to_cstring(DatumGetTextPP(value)), false);
 }
 
+/*
+ * A role's name for a message, quoted; a role dropped since eo recorded it
+ * (an owner is kept as an OID) is named by its OID.
+ */
+char *
+eo_role_name(Oid role)
+{
+	char	   *name = GetUserNameFromId(role, true);
+
+	return name != NULL ? psprintf("\"%s\"", name) :
+		psprintf("with OID %u (dropped)", role);
+}
+
 /* Are the `len` characters at `s` digits and upper-case ASCII letters? */
 static bool
 sqlstate_chars(const char *s, int len)
@@ -225,8 +239,9 @@ sqlstate_chars(const char *s, int len)
 
 /*
  * A SQLSTATE argument (eo_fail's sqlstate): five digits or upper-case
- * letters, and an error's, not a success's or a warning's (classes 00, 01,
- * 02), since eo_claim raises it again.  NULL if none is given.
+ * letters.  NULL if none is given.  Any such code is accepted, so that
+ * recording a failure never fails on it; eo_sqlstate_may_be_final says
+ * which may be replayed.
  */
 char *
 eo_check_sqlstate(Datum value, bool isnull)
@@ -241,58 +256,91 @@ eo_check_sqlstate(Datum value, bool isnull)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid SQLSTATE \"%s\"", s),
 				 errdetail("A SQLSTATE is five digits or upper-case letters.")));
-	if (s[0] == '0' && (s[1] == '0' || s[1] == '1' || s[1] == '2'))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("SQLSTATE \"%s\" is not an error", s),
-				 errdetail("Classes 00, 01 and 02 are success, warning and no data.")));
 	return s;
+}
+
+/*
+ * May a failure with this SQLSTATE (or class, `len` 2 or 5) be final, that
+ * is, raised again by every later claim?  Not one that is no error (00, 01,
+ * 02), nor one that says something about the transaction, the connection
+ * or the server rather than the request: a replayed 40001 would make
+ * clients that retry it retry for ever, a replayed 08xxx or 57P01 makes
+ * pools drop the connection, 57014 and P0004 cannot be caught by
+ * PL/pgSQL's WHEN OTHERS, and XX000 means a bug.
+ */
+bool
+eo_sqlstate_may_be_final(const char *s, int len)
+{
+	static const char *const never[] = {
+		"00", "01", "02", "08", "40", "53", "57", "58", "F0", "XX", "P0004"
+	};
+
+	for (int i = 0; i < lengthof(never); i++)
+	{
+		int			n = strlen(never[i]);
+
+		if (n <= len && strncmp(s, never[i], n) == 0)
+			return false;
+	}
+	return true;
 }
 
 /*
  * Walk the entries of a SQLSTATE list (eo.final_sqlstates): classes of two
  * characters or SQLSTATEs of five, separated by commas and spaces.  Calls
- * `fn` on each until it returns true; returns false at a malformed entry
- * (*bad points at it) or at the end.
+ * `fn` on each until it returns true, and returns true with *entry at that
+ * entry; returns false at the end, or at a malformed entry (*entry at it,
+ * *malformed set).
  */
 static bool
 sqlstate_list_walk(const char *list, bool (*fn) (const char *entry, int len, const void *arg),
-				   const void *arg, const char **bad, bool *malformed)
+				   const void *arg, const char **entry, bool *malformed)
 {
 	const char *p = list;
 
 	*malformed = false;
-	while (*p != '\0')
+	for (;;)
 	{
-		int			len = 0;
+		int			len;
 
-		while (*p == ',' || *p == ' ')
-			p++;
-		while (p[len] != '\0' && p[len] != ',' && p[len] != ' ')
-			len++;
+		p += strspn(p, ", ");
+		len = strcspn(p, ", ");
 		if (len == 0)
-			break;
+			return false;
+		*entry = p;
 		if ((len != 2 && len != 5) || !sqlstate_chars(p, len))
 		{
-			*bad = p;
 			*malformed = true;
 			return false;
 		}
-		if (fn != NULL && fn(p, len, arg))
+		if (fn(p, len, arg))
 			return true;
 		p += len;
 	}
-	return false;
 }
 
-/* For the setting's check hook: is every entry well formed? */
-bool
-eo_sqlstate_list_valid(const char *list, const char **bad)
+/* An entry that may not be final. */
+static bool
+sqlstate_never_final(const char *entry, int len, const void *arg)
 {
-	bool		malformed;
+	return !eo_sqlstate_may_be_final(entry, len);
+}
 
-	(void) sqlstate_list_walk(list, NULL, NULL, bad, &malformed);
-	return !malformed;
+/*
+ * For the setting's check hook: is every entry well formed, and one that
+ * may be final?  If not, *bad is the first entry that is not (up to the
+ * next separator), and *malformed says which of the two it breaks.
+ */
+bool
+eo_sqlstate_list_valid(const char *list, char **bad, bool *malformed)
+{
+	const char *entry = NULL;
+
+	if (!sqlstate_list_walk(list, sqlstate_never_final, NULL, &entry, malformed) &&
+		!*malformed)
+		return true;
+	*bad = pnstrdup(entry, strcspn(entry, ", "));
+	return false;
 }
 
 static bool
@@ -305,10 +353,10 @@ sqlstate_matches(const char *entry, int len, const void *arg)
 bool
 eo_sqlstate_listed(const char *sqlstate, const char *list)
 {
-	const char *bad;
+	const char *entry;
 	bool		malformed;
 
-	return sqlstate_list_walk(list, sqlstate_matches, sqlstate, &bad, &malformed);
+	return sqlstate_list_walk(list, sqlstate_matches, sqlstate, &entry, &malformed);
 }
 
 /*
