@@ -1226,14 +1226,15 @@ eo_group_create(PG_FUNCTION_ARGS)
 
 	/*
 	 * A group holds back the outbox's retention: its owner's decision.  And
-	 * as for ALTER ... OWNER TO: only to a role one is a member of.
+	 * only to a role whose privileges one has: what using the group asks
+	 * (as eo_scope_create does).
 	 */
-	if (!is_member_of_role(caller, owner))
+	if (!has_privs_of_role(caller, owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to create a consumer group owned by role \"%s\"",
 						GetUserNameFromId(owner, false)),
-				 errhint("Only members of a role may give it a consumer group.")));
+				 errhint("Only roles with the privileges of a role may give it a consumer group.")));
 
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
 	eo_ob_check_owner(ob, "create a consumer group of");
