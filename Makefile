@@ -9,6 +9,7 @@ OBJS = \
 	src/objects.o \
 	src/generations.o \
 	src/keystore.o \
+	src/tombstones.o \
 	src/pending.o \
 	src/scope.o \
 	src/outcome.o \
@@ -33,11 +34,11 @@ DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
-	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred stats http scopes outcomes \
+	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans deferred stats http scopes outcomes tombstones \
 	security
 REGRESS_OPTS = --load-extension=eo
 
-ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recreated claim-deferred claim-isolation-levels \
+ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recreated tombstone-retire claim-deferred claim-isolation-levels \
 	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
 	outbox-late-commit outbox-two-relays outbox-ack-expiry outbox-notify \
 	outbox-retention-race outbox-drop-during-maintain partition-boundary partition-drop
@@ -52,3 +53,7 @@ PG_CPPFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# Every object depends on the shared headers (PGXS does not track them):
+# a struct that changes must not be read by an object built before.
+$(OBJS): src/eo.h src/compat.h src/outbox.h

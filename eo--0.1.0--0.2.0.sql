@@ -603,6 +603,37 @@ BEGIN
 END
 $$;
 
+-- ---- tombstones: the second tier of retention (src/tombstones.c) ----
+--
+-- With eo.tombstone_retention set, a key generation that retires leaves a
+-- tombstone of each finished key: a hash of (owner, scope, key), a hash of
+-- the fingerprint and the final state, in generations of their own,
+-- dropped whole.  A claim that meets one is a duplicate with no result
+-- (result_expired).  Tombstone tables, like key generations, are not
+-- members of the extension, so that pg_dump dumps them; the registry is a
+-- configuration table.
+CREATE TABLE eo_internal.eo_tombstones_template (
+    hash  pg_catalog.uuid NOT NULL,
+    fp    pg_catalog.int8,
+    state pg_catalog."char" NOT NULL,
+    UNIQUE (hash)
+);
+REVOKE ALL ON TABLE eo_internal.eo_tombstones_template FROM PUBLIC;
+CREATE TABLE eo_internal.eo_tombstone_generations
+    (LIKE eo_internal.eo_generations INCLUDING ALL);
+REVOKE ALL ON TABLE eo_internal.eo_tombstone_generations FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_tombstone_generations', '');
+CREATE FUNCTION eo_internal.eo_tombstone_hash(pg_catalog.oid, pg_catalog.int4, pg_catalog.text)
+RETURNS pg_catalog.uuid
+AS 'MODULE_PATHNAME', 'eo_tombstone_hash'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION eo_internal.eo_tombstone_fp(pg_catalog.text)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'eo_tombstone_fp'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+REVOKE ALL ON FUNCTION eo_internal.eo_tombstone_hash(pg_catalog.oid, pg_catalog.int4, pg_catalog.text),
+    eo_internal.eo_tombstone_fp(pg_catalog.text) FROM PUBLIC;
+
 -- Claims, completions, failures, extensions and status take the scope;
 -- eo_fail also takes the failure's SQLSTATE, and whether it is final
 -- (src/outcome.c).
@@ -655,7 +686,8 @@ CREATE FUNCTION @extschema@.eo_claim(
     OUT result pg_catalog.jsonb,
     OUT attempts pg_catalog.int4,
     OUT lease_token pg_catalog.int8,
-    OUT lease_expires_at pg_catalog.timestamptz)
+    OUT lease_expires_at pg_catalog.timestamptz,
+    OUT result_expired pg_catalog.bool)
 RETURNS record
 AS 'MODULE_PATHNAME', 'eo_claim'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

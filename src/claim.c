@@ -117,14 +117,23 @@ write_pending(text *key, int32 scope, Oid caller)
 	eo_pending_write(key, scope);
 }
 
+/* Same fingerprint?  A tombstone keeps only the fingerprint's hash. */
+static bool
+same_fingerprint(const EoKey *row, text *fingerprint)
+{
+	if (row->expired)
+		return !row->has_fp_hash || eo_ts_fingerprint_hash(fingerprint) == row->fp_hash;
+	if (row->fingerprint == NULL)
+		return true;
+	return VARSIZE_ANY_EXHDR(fingerprint) == VARSIZE_ANY_EXHDR(row->fingerprint) &&
+		memcmp(VARDATA_ANY(fingerprint), VARDATA_ANY(row->fingerprint),
+			   VARSIZE_ANY_EXHDR(fingerprint)) == 0;
+}
+
 static void
 check_fingerprint(const EoKey *row, text *fingerprint)
 {
-	if (fingerprint == NULL || row->fingerprint == NULL)
-		return;
-	if (VARSIZE_ANY_EXHDR(fingerprint) == VARSIZE_ANY_EXHDR(row->fingerprint) &&
-		memcmp(VARDATA_ANY(fingerprint), VARDATA_ANY(row->fingerprint),
-			   VARSIZE_ANY_EXHDR(fingerprint)) == 0)
+	if (fingerprint == NULL || same_fingerprint(row, fingerprint))
 		return;
 	eo_stat_count(EO_STAT_FINGERPRINT_CONFLICTS);
 	ereport(ERROR,
@@ -358,8 +367,8 @@ static Datum
 claim_result(FunctionCallInfo fcinfo, const ClaimOutcome *out)
 {
 	TupleDesc	tupdesc;
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 	const EoKey *row = &out->row;
 	bool		busy = strcmp(out->status, "busy") == 0;
 
@@ -370,11 +379,14 @@ claim_result(FunctionCallInfo fcinfo, const ClaimOutcome *out)
 	values[0] = CStringGetTextDatum(out->status);
 	nulls[1] = strcmp(out->status, "duplicate") != 0 || row->result == NULL;
 	values[1] = nulls[1] ? (Datum) 0 : JsonbPGetDatum(row->result);
+	nulls[2] = row->expired;	/* a tombstone keeps no count */
 	values[2] = Int32GetDatum(row->attempts);
 	nulls[3] = !(out->show_token && row->state == EO_PROCESSING);
 	values[3] = Int64GetDatum(row->lease_token);
 	nulls[4] = !((out->show_token || busy) && row->has_expiry);
 	values[4] = TimestampTzGetDatum(row->lease_expires_at);
+	/* The key's full record is gone: only its tombstone answered. */
+	values[5] = BoolGetDatum(row->expired);
 	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }
 

@@ -30,6 +30,7 @@ int			eo_naptime_secs = 10;
 char	   *eo_databases = NULL;
 bool		eo_track_counts = true;
 char	   *eo_final_sqlstates = NULL;
+int			eo_tombstone_retention_secs = 0;
 
 void		_PG_init(void);
 
@@ -145,6 +146,18 @@ _PG_init(void)
 							"Keys are removed by dropping whole time generations.",
 							&eo_retention_secs,
 							7 * SECS_PER_DAY, 1, 3650 * SECS_PER_DAY,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/*
+	 * The second tier (tombstones.c): off by default, so that claims of new
+	 * keys probe nothing unless asked to.  Superuser-only as eo.retention.
+	 */
+	DefineCustomIntVariable("eo.tombstone_retention",
+							"How long a compact tombstone of a finished key is kept after its full record (0: none).",
+							"A claim that meets a tombstone is a duplicate with no result.",
+							&eo_tombstone_retention_secs,
+							0, 0, 3650 * SECS_PER_DAY,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 

@@ -58,6 +58,7 @@ extern int	eo_partition_interval_secs;
 extern int	eo_naptime_secs;
 extern char *eo_databases;
 extern bool eo_track_counts;
+extern int	eo_tombstone_retention_secs;
 extern char *eo_final_sqlstates;
 
 /* One row of eo_keys, as read or to be written. */
@@ -77,6 +78,10 @@ typedef struct EoKey
 	text	   *last_error;		/* NULL if none */
 	TimestampTz created_at;
 	TimestampTz updated_at;
+	/* a tombstone stands for the row (tombstones.c): no result, no times */
+	bool		expired;
+	bool		has_fp_hash;
+	int64		fp_hash;
 	/* where the row is: set by eo_ks_find, eo_ks_insert and eo_ks_claim */
 	int32		gen;			/* generation (table) the row lives in */
 	TransactionId xmin;
@@ -213,6 +218,7 @@ extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
 								   int64 *dead);
 extern const EoGenSet *eo_ks_generations(void);
 extern bool eo_ks_prepare_retire(int32 gen, TimestampTz cutoff);
+extern const char *eo_ks_generation_table(int32 gen);
 
 /*
  * pending.c: transaction-mode claims of new keys whose row is written once,
@@ -228,6 +234,19 @@ extern void eo_pending_write(const text *key, int32 scope);
 extern void eo_pending_remember_held(const EoKey *row);
 extern void eo_pending_forget_held(void);
 extern bool eo_pending_take_held(text *key, int32 scope, EoKey *row);
+
+/* tombstones.c: the compact second tier of retention */
+typedef struct EoTomb
+{
+	char		state;			/* EO_DONE or EO_DEAD */
+	bool		has_fp;
+	int64		fp;				/* the fingerprint's hash */
+} EoTomb;
+
+extern int64 eo_ts_fingerprint_hash(const text *fingerprint);
+extern bool eo_ts_find(Oid owner, int32 scope, const text *key, EoTomb *tomb);
+extern int64 eo_ts_bury(const char *keys);
+extern void eo_ts_maintain(void);
 
 /* outcome.c: whether a failure is final, and the replay of a final one */
 extern bool eo_failure_is_final(const char *sqlstate, int final_arg);

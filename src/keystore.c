@@ -497,6 +497,8 @@ ks_read_slot(TupleTableSlot *slot, EoKey *row)
 	row->last_error = (text *) ks_copy_varlena(slot, COL_LAST_ERROR);
 	row->created_at = DatumGetTimestampTz(v[COL_CREATED_AT - 1]);
 	row->updated_at = DatumGetTimestampTz(v[COL_UPDATED_AT - 1]);
+	row->expired = false;		/* a full record, not a tombstone */
+	row->has_fp_hash = false;
 	row->xmin = HeapTupleHeaderGetXmin(tuple->t_data);
 	row->tid = slot->tts_tid;
 	if (should_free)
@@ -761,16 +763,41 @@ eo_ks_insert_held(EoKey *row)
 }
 
 /*
+ * The key's tombstone (tombstones.c), if it has one, as a row: no result,
+ * expired set.  Looked for under the key lock after no live generation had
+ * the key: a generation retires and its keys become tombstones in one
+ * transaction, so the key is in one or the other.
+ */
+static bool
+ks_find_tombstone(const EoKey *row, EoKey *found)
+{
+	EoTomb		tomb;
+
+	if (!eo_ts_find(row->owner, row->scope, row->key, &tomb))
+		return false;
+	memset(found, 0, sizeof(*found));
+	found->key = row->key;
+	found->scope = row->scope;
+	found->owner = row->owner;
+	found->state = tomb.state;
+	found->expired = true;
+	found->has_fp_hash = tomb.has_fp;
+	found->fp_hash = tomb.fp;
+	return true;
+}
+
+/*
  * Claim a new key: insert `row` unless a live generation holds the key, in
- * which case `found` is that row.  With `defer`, nothing is written: the
- * key lock stays held to the end of the transaction and the caller writes
- * the row later with eo_ks_insert_held (EO_KS_DEFERRED).
+ * which case `found` is that row, or a tombstone stands for it (`found` is
+ * then the tombstone, found->expired set).  With `defer`, nothing is
+ * written: the key lock stays held to the end of the transaction and the
+ * caller writes the row later with eo_ks_insert_held (EO_KS_DEFERRED).
  */
 EoKsClaim
 eo_ks_claim(EoKey *row, EoKey *found, bool defer)
 {
 	eo_ks_lock_key(row->key, row->scope);
-	if (ks_find_settled(row->key, row->scope, found))
+	if (ks_find_settled(row->key, row->scope, found) || ks_find_tombstone(row, found))
 	{
 		eo_ks_unlock_key(row->key, row->scope);
 		return EO_KS_FOUND;
@@ -920,6 +947,13 @@ eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit, int64 *dead)
 	if (reclaimed > 0)
 		ks_count("leases_reclaimed", reclaimed);
 	return reclaimed;
+}
+
+/* Generation `gen`'s table, schema-qualified and quoted. */
+const char *
+eo_ks_generation_table(int32 gen)
+{
+	return ks_generation(gen)->table;
 }
 
 /*

@@ -108,10 +108,14 @@ eo_retire_step(EoPassStats *stats)
 
 		if (eo_ks_prepare_retire(gen, cutoff))
 		{
+			/* Its finished keys become tombstones as it stops being read. */
+			if (eo_tombstone_retention_secs > 0)
+				(void) eo_ts_bury(eo_ks_generation_table(gen));
 			eo_gen_retire(set, gen);
 			stats->retired++;
 		}
 	}
+	eo_ts_maintain();
 	eo_ks_close();
 }
 

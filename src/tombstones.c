@@ -1,0 +1,385 @@
+/*-------------------------------------------------------------------------
+ * tombstones.c
+ *	  The second tier of retention: a compact tombstone for every finished
+ *	  key after its full record is gone, kept eo.tombstone_retention.
+ *
+ * Redeliveries can arrive long after eo.retention (a partner's batch
+ * replayed after a month).  Keeping full rows that long costs their result
+ * and fingerprint; a tombstone keeps only what a claim needs to say
+ * "done before": a 128-bit hash of (owner, scope, key), a 64-bit hash of
+ * the fingerprint, and the final state (done or dead).  A claim of a key
+ * that no live key generation holds looks for its tombstone: found, the
+ * answer is 'duplicate' (or 'dead') with no result and result_expired set;
+ * a different fingerprint is still 22000.  Rejected keys leave none: their
+ * error cannot be replayed without its message.
+ *
+ * Tombstones live in their own generation set (generations.c): tables
+ * eo_internal.eo_tombstones_<n>, registry eo_internal.eo_tombstone_
+ * generations, dropped whole.  They are written in one place: when a key
+ * generation retires (maintain.c), its finished keys are buried into the
+ * current tombstone generation in the same transaction, so a key is always
+ * in a live key generation or, from that commit on, in a tombstone.
+ *
+ * The hash is SHA-256 of the owner's OID and the scope (4 bytes each, big
+ * endian) and the key's bytes, cut to 128 bits: a second key of the same
+ * owner and scope with the same tombstone cannot be made on purpose, and
+ * by chance once in 2^64 keys.  Computed by one C function for both the
+ * bulk insert (SQL) and the claim, so the two cannot drift apart.
+ *
+ * Process model: per backend; the list of live tombstone generations is
+ * dropped by a relcache invalidation of their registry (generations.c
+ * sends one on every change) or of one of their tables.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/hashfn.h"
+#include "common/sha2.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "port/pg_bswap.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/uuid.h"
+
+#include "compat.h"
+#include "eo.h"
+
+PG_FUNCTION_INFO_V1(eo_tombstone_hash);
+PG_FUNCTION_INFO_V1(eo_tombstone_fp);
+
+/* Columns of eo_tombstones_template. */
+enum
+{
+	TCOL_HASH = 1, TCOL_FP, TCOL_STATE
+};
+#define TOMB_NATTS TCOL_STATE
+
+typedef struct TombGeneration
+{
+	Oid			relid;
+	Oid			hash_index;		/* the unique index on hash */
+} TombGeneration;
+
+static const EoGenSet tomb_set = {
+	EO_INTERNAL_SCHEMA, "eo_tombstone_generations", "eo_tombstones_template", "eo_tombstones_"
+};
+
+static TombGeneration gens[EO_MAX_LIVE_GENERATIONS];
+static int	ngens = 0;
+static bool gens_valid = false;
+static Oid	registry_relid = InvalidOid;
+static bool callback_registered = false;
+
+static void
+ts_invalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == registry_relid)
+		gens_valid = false;
+	for (int i = 0; i < ngens; i++)
+		if (gens[i].relid == relid)
+			gens_valid = false;
+}
+
+/* ---- the hashes ---- */
+
+static void
+ts_sha256_update(pg_cryptohash_ctx *ctx, const void *data, size_t len)
+{
+	if (pg_cryptohash_update(ctx, data, len) < 0)
+		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
+}
+
+/* The tombstone of (owner, scope, key). */
+static void
+ts_hash(Oid owner, int32 scope, const text *key, pg_uuid_t *out)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	uint32		be_owner = pg_hton32((uint32) owner);
+	uint32		be_scope = pg_hton32((uint32) scope);
+
+	if (pg_cryptohash_init(ctx) < 0)
+		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
+	ts_sha256_update(ctx, &be_owner, sizeof(be_owner));
+	ts_sha256_update(ctx, &be_scope, sizeof(be_scope));
+	ts_sha256_update(ctx, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	if (pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+	memcpy(out->data, digest, UUID_LEN);
+}
+
+/* The fingerprint's hash kept in a tombstone. */
+int64
+eo_ts_fingerprint_hash(const text *fingerprint)
+{
+	return DatumGetInt64(hash_any_extended((const unsigned char *) VARDATA_ANY(fingerprint),
+										   VARSIZE_ANY_EXHDR(fingerprint), 0));
+}
+
+/* eo_internal.eo_tombstone_hash(owner, scope, key): for the bulk insert. */
+Datum
+eo_tombstone_hash(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *out = palloc(sizeof(pg_uuid_t));
+
+	ts_hash(PG_GETARG_OID(0), PG_GETARG_INT32(1), PG_GETARG_TEXT_PP(2), out);
+	PG_RETURN_UUID_P(out);
+}
+
+/* eo_internal.eo_tombstone_fp(fingerprint) */
+Datum
+eo_tombstone_fp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(eo_ts_fingerprint_hash(PG_GETARG_TEXT_PP(0)));
+}
+
+/* ---- the live tombstone generations ---- */
+
+/* The unique index on hash of tombstone table `relid`, after checking it. */
+static Oid
+ts_hash_index(Oid relid)
+{
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	Oid			result = InvalidOid;
+
+	eo_check_own_relation(relid, RELKIND_RELATION, true, "tombstone generation");
+	rel = table_open(relid, AccessShareLock);
+	if (RelationGetDescr(rel)->natts != TOMB_NATTS ||
+		TupleDescAttr(RelationGetDescr(rel), TCOL_HASH - 1)->atttypid != UUIDOID ||
+		TupleDescAttr(RelationGetDescr(rel), TCOL_FP - 1)->atttypid != INT8OID ||
+		TupleDescAttr(RelationGetDescr(rel), TCOL_STATE - 1)->atttypid != CHAROID)
+		elog(ERROR, "eo: tombstone table \"%s\" is not shaped as eo made it",
+			 RelationGetRelationName(rel));
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		Form_pg_index idx;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "eo: cache lookup failed for index %u", lfirst_oid(lc));
+		idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique && idx->indnkeyatts == 1 &&
+			idx->indkey.values[0] == TCOL_HASH && idx->indisvalid)
+			result = idx->indexrelid;
+		ReleaseSysCache(tup);
+	}
+	table_close(rel, NoLock);
+	if (!OidIsValid(result))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("tombstone generation \"%s\" has no unique index on hash", get_rel_name(relid)),
+				 errdetail("A restore makes its index last; until it is there, eo does not use the tombstones."),
+				 errhint("Let the restore finish: pg_restore's post-data section makes it.")));
+	return result;
+}
+
+/* Read the live generations (SPI, as the owner, latest snapshot). */
+static void
+ts_load(void)
+{
+	EoIdentity	saved;
+
+	while (!gens_valid)
+	{
+		gens_valid = true;
+		ngens = 0;
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "eo: SPI_connect failed");
+		eo_become_owner(&saved);
+		if (SPI_execute_snapshot(SPI_prepare("SELECT relid FROM eo_internal.eo_tombstone_generations"
+											 " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
+											 " ORDER BY gen DESC", 0, NULL),
+								 NULL, NULL, GetLatestSnapshot(), InvalidSnapshot,
+								 true, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "eo: the tombstone registry could not be read");
+		if (SPI_processed > EO_MAX_LIVE_GENERATIONS)
+			elog(ERROR, "eo: too many live tombstone generations");
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+
+			gens[i].relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		ngens = (int) SPI_processed;
+		eo_restore_identity(&saved);
+		SPI_finish();
+		for (int i = 0; i < ngens; i++)
+			gens[i].hash_index = ts_hash_index(gens[i].relid);
+	}
+}
+
+/*
+ * Take the readers' lock on the registry (ACCESS SHARE, to the end of the
+ * transaction: generations.c drops a table only when nobody holds one) and
+ * make the list current.
+ */
+static void
+ts_begin(void)
+{
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(ts_invalidate, (Datum) 0);
+		callback_registered = true;
+	}
+	if (!OidIsValid(registry_relid) ||
+		!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(registry_relid)))
+	{
+		registry_relid = eo_own_relation("eo_tombstone_generations", RELKIND_RELATION);
+		gens_valid = false;
+	}
+	LockRelationOid(registry_relid, AccessShareLock);
+	AcceptInvalidationMessages();
+	ts_load();
+}
+
+/* Look `hash` up in tombstone generation `g`. */
+static bool
+ts_fetch(const TombGeneration *g, pg_uuid_t *hash, EoTomb *tomb)
+{
+	Relation	heap = table_open(g->relid, AccessShareLock);
+	Relation	index = index_open(g->hash_index, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	IndexScanDesc scan;
+	ScanKeyData skey;
+	bool		found;
+
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_UUID_EQ, UUIDPGetDatum(hash));
+	scan = eo_index_beginscan(heap, index, GetLatestSnapshot(), 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		slot_getallattrs(slot);
+		tomb->has_fp = !slot->tts_isnull[TCOL_FP - 1];
+		tomb->fp = tomb->has_fp ? DatumGetInt64(slot->tts_values[TCOL_FP - 1]) : 0;
+		tomb->state = DatumGetChar(slot->tts_values[TCOL_STATE - 1]);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return found;
+}
+
+/*
+ * The tombstone of (owner, scope, key), if a live tombstone generation
+ * holds one.  Only while eo.tombstone_retention is on: off, claims pay
+ * nothing for it.
+ */
+bool
+eo_ts_find(Oid owner, int32 scope, const text *key, EoTomb *tomb)
+{
+	pg_uuid_t	hash;
+
+	if (eo_tombstone_retention_secs <= 0)
+		return false;
+	ts_begin();
+	if (ngens == 0)
+		return false;
+	ts_hash(owner, scope, key, &hash);
+	for (int i = 0; i < ngens; i++)
+		if (ts_fetch(&gens[i], &hash, tomb))
+			return true;
+	return false;
+}
+
+/* ---- maintenance (maintain.c's retire step; SPI connected, as owner) ---- */
+
+/*
+ * Bury the finished keys of key generation table `keys` (schema-qualified)
+ * in the current tombstone generation, which is made if there is none.
+ * Done and dead keys only: a rejected key's error has no tombstone.  Run in
+ * the transaction that retires the key generation.
+ */
+/* The current tombstone generation's table, or InvalidOid. */
+static Oid
+ts_current(void)
+{
+	bool		isnull;
+
+	if (SPI_execute("SELECT relid FROM eo_internal.eo_tombstone_generations"
+					" WHERE state OPERATOR(pg_catalog.=) 'c'", false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: the tombstone registry could not be read");
+	if (SPI_processed == 0)
+		return InvalidOid;
+	return DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+int64
+eo_ts_bury(const char *keys)
+{
+	Oid			registry = eo_own_relation("eo_tombstone_generations", RELKIND_RELATION);
+	Oid			current;
+	int			rc;
+
+	/* The writers' lock of generations.c's protocol, then the current one. */
+	LockRelationOid(registry, RowExclusiveLock);
+	current = ts_current();
+	if (!OidIsValid(current))
+	{
+		LockRelationOid(registry, ShareUpdateExclusiveLock);	/* one maker */
+		eo_gen_start(&tomb_set);
+		CommandCounterIncrement();
+		current = ts_current();
+	}
+	(void) ts_hash_index(current);	/* eo's own, shaped as eo made it */
+	rc = SPI_execute(psprintf("INSERT INTO %s"
+							  " SELECT eo_internal.eo_tombstone_hash(k.owner, k.scope, k.key),"
+							  "        eo_internal.eo_tombstone_fp(k.fingerprint),"
+							  "        CASE k.state WHEN 'x' THEN 'x' ELSE 'd' END::pg_catalog.\"char\""
+							  " FROM %s k WHERE k.state OPERATOR(pg_catalog.=) ANY ('{c,d,x}')"
+							  " ON CONFLICT (hash) DO NOTHING",
+							  eo_internal_name(get_rel_name(current)), keys),
+					 false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "eo: burying keys failed: %s", SPI_result_code_string(rc));
+	return (int64) SPI_processed;
+}
+
+/*
+ * Keep the tombstone generations: one made ahead, a switch every quarter of
+ * eo.tombstone_retention (at least eo.partition_interval), so a tombstone
+ * is kept between 1 and 1.25 times that and a claim reads about five
+ * tables; retire and drop the expired ones.  With eo.tombstone_retention
+ * off, every generation but the current one goes.
+ */
+void
+eo_ts_maintain(void)
+{
+	int			retention = Max(eo_tombstone_retention_secs, 0);
+	int			interval = Max(eo_partition_interval_secs, retention / 4);
+	List	   *candidates;
+	ListCell   *lc;
+
+	(void) eo_own_relation("eo_tombstone_generations", RELKIND_RELATION);
+	eo_gen_bind_all(&tomb_set);
+	eo_gen_make_ahead(&tomb_set);
+	if (retention > 0)
+		(void) eo_gen_maybe_switch(&tomb_set, interval, EO_MAX_LIVE_GENERATIONS);
+	candidates = eo_gen_retire_candidates(&tomb_set, retention);
+	foreach(lc, candidates)
+		eo_gen_retire(&tomb_set, lfirst_int(lc));
+	(void) eo_gen_drop_retired(&tomb_set);
+}
