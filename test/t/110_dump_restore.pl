@@ -271,6 +271,42 @@ SELECT eo_emit('billing', 'o', '1', 'x', NULL)});
 	$node->stop;
 }
 
+# Tombstones survive a dump too: keys whose full records retired answer
+# from their tombstones in the restored database.
+$src->safe_psql('postgres', 'CREATE DATABASE tomb');
+$src->safe_psql('tomb', q{
+CREATE EXTENSION eo;
+SET eo.tombstone_retention = '90d';
+BEGIN;
+SELECT eo_claim('old', 'fp-1');
+SELECT eo_complete('old', '{"r": 1}');
+COMMIT;
+SET eo.partition_interval = 1;
+SELECT pg_sleep(1.1);
+SELECT eo_maintain();
+SELECT pg_sleep(1.1);
+SELECT eo_maintain();
+SET eo.retention = 1;
+SELECT pg_sleep(1.1);
+SELECT eo_maintain();
+});
+my $tomb_q = q{SET eo.tombstone_retention = '90d';
+SELECT status, result, result_expired FROM eo_claim('old', 'fp-1')};
+is($src->safe_psql('tomb', $tomb_q), 'duplicate||t', 'source: a retired key answers from its tombstone');
+my $tomb_dump = "$tmp/tomb.dump";
+$src->command_ok([ 'pg_dump', '-Fc', '-f', $tomb_dump, '-d', $src->connstr('tomb') ], 'pg_dump of tombstones');
+{
+	my $node = new_node('target_tomb');
+	$node->safe_psql('postgres', 'CREATE DATABASE tomb');
+	$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('tomb'), $tomb_dump ],
+		'tombstones: restored');
+	is($node->safe_psql('tomb', $tomb_q), 'duplicate||t', 'tombstones: the key still answers from its tombstone');
+	my ($ret, $out, $err) = $node->psql('tomb', q{SET eo.tombstone_retention = '90d';
+SELECT status FROM eo_claim('old', 'fp-2')});
+	like($err, qr/different fingerprint/, 'tombstones: ... and keeps its fingerprint');
+	$node->stop;
+}
+
 # DROP EXTENSION ... CASCADE: the outbox table stays, adoptable.
 $src->safe_psql('shop', q{SET client_min_messages = warning; DROP EXTENSION eo CASCADE});
 $src->safe_psql('shop', q{CREATE EXTENSION eo; SELECT eo_outbox_create('billing', slots => 2)});
