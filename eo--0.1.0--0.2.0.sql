@@ -606,14 +606,16 @@ $$;
 -- ---- tombstones: the second tier of retention (src/tombstones.c) ----
 --
 -- With eo.tombstone_retention set, a key generation that retires leaves a
--- tombstone of each finished key: a hash of (owner, scope, key), a hash of
--- the fingerprint and the final state, in generations of their own,
+-- tombstone of each finished key: a hash of (scope, key), its owner (a
+-- regrole, restored by name as key owners are), a hash of the fingerprint
+-- and the final state, in generations of their own,
 -- dropped whole.  A claim that meets one is a duplicate with no result
 -- (result_expired).  Tombstone tables, like key generations, are not
 -- members of the extension, so that pg_dump dumps them; the registry is a
 -- configuration table.
 CREATE TABLE eo_internal.eo_tombstones_template (
     hash  pg_catalog.uuid NOT NULL,
+    owner pg_catalog.regrole NOT NULL,
     fp    pg_catalog.int8,
     state pg_catalog."char" NOT NULL,
     UNIQUE (hash)
@@ -623,7 +625,7 @@ CREATE TABLE eo_internal.eo_tombstone_generations
     (LIKE eo_internal.eo_generations INCLUDING ALL);
 REVOKE ALL ON TABLE eo_internal.eo_tombstone_generations FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_tombstone_generations', '');
-CREATE FUNCTION eo_internal.eo_tombstone_hash(pg_catalog.oid, pg_catalog.int4, pg_catalog.text)
+CREATE FUNCTION eo_internal.eo_tombstone_hash(pg_catalog.int4, pg_catalog.text)
 RETURNS pg_catalog.uuid
 AS 'MODULE_PATHNAME', 'eo_tombstone_hash'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -631,7 +633,7 @@ CREATE FUNCTION eo_internal.eo_tombstone_fp(pg_catalog.text)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'eo_tombstone_fp'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-REVOKE ALL ON FUNCTION eo_internal.eo_tombstone_hash(pg_catalog.oid, pg_catalog.int4, pg_catalog.text),
+REVOKE ALL ON FUNCTION eo_internal.eo_tombstone_hash(pg_catalog.int4, pg_catalog.text),
     eo_internal.eo_tombstone_fp(pg_catalog.text) FROM PUBLIC;
 
 -- Claims, completions, failures, extensions and status take the scope;

@@ -238,13 +238,14 @@ extern bool eo_pending_take_held(text *key, int32 scope, EoKey *row);
 /* tombstones.c: the compact second tier of retention */
 typedef struct EoTomb
 {
+	Oid			owner;			/* the key's owner */
 	char		state;			/* EO_DONE or EO_DEAD */
 	bool		has_fp;
 	int64		fp;				/* the fingerprint's hash */
 } EoTomb;
 
 extern int64 eo_ts_fingerprint_hash(const text *fingerprint);
-extern bool eo_ts_find(Oid owner, int32 scope, const text *key, EoTomb *tomb);
+extern bool eo_ts_find(int32 scope, const text *key, EoTomb *tomb);
 extern int64 eo_ts_bury(const char *keys);
 extern void eo_ts_maintain(void);
 

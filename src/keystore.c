@@ -773,12 +773,12 @@ ks_find_tombstone(const EoKey *row, EoKey *found)
 {
 	EoTomb		tomb;
 
-	if (!eo_ts_find(row->owner, row->scope, row->key, &tomb))
+	if (!eo_ts_find(row->scope, row->key, &tomb))
 		return false;
 	memset(found, 0, sizeof(*found));
 	found->key = row->key;
 	found->scope = row->scope;
-	found->owner = row->owner;
+	found->owner = tomb.owner;	/* the caller checks it, as for a row */
 	found->state = tomb.state;
 	found->expired = true;
 	found->has_fp_hash = tomb.has_fp;

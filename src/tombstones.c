@@ -6,8 +6,10 @@
  * Redeliveries can arrive long after eo.retention (a partner's batch
  * replayed after a month).  Keeping full rows that long costs their result
  * and fingerprint; a tombstone keeps only what a claim needs to say
- * "done before": a 128-bit hash of (owner, scope, key), a 64-bit hash of
- * the fingerprint, and the final state (done or dead).  A claim of a key
+ * "done before": a 128-bit hash of (scope, key), the owner, a 64-bit hash
+ * of the fingerprint, and the final state (done or dead).  The owner is
+ * kept as a regrole, not hashed: pg_dump writes it by name and a restore
+ * into another cluster maps it to the role's new OID, as for key rows.  A claim of a key
  * that no live key generation holds looks for its tombstone: found, the
  * answer is 'duplicate' (or 'dead') with no result and result_expired set;
  * a different fingerprint is still 22000.  Rejected keys leave none: their
@@ -20,10 +22,10 @@
  * current tombstone generation in the same transaction, so a key is always
  * in a live key generation or, from that commit on, in a tombstone.
  *
- * The hash is SHA-256 of the owner's OID and the scope (4 bytes each, big
- * endian) and the key's bytes, cut to 128 bits: a second key of the same
- * owner and scope with the same tombstone cannot be made on purpose, and
- * by chance once in 2^64 keys.  Computed by one C function for both the
+ * The hash is SHA-256 of the scope (4 bytes, big endian; scope ids survive
+ * a dump) and the key's bytes, cut to 128 bits: a second key of the same
+ * scope with the same tombstone cannot be made on purpose, and by chance
+ * once in 2^64 keys.  Computed by one C function for both the
  * bulk insert (SQL) and the claim, so the two cannot drift apart.
  *
  * Process model: per backend; the list of live tombstone generations is
@@ -66,7 +68,7 @@ PG_FUNCTION_INFO_V1(eo_tombstone_fp);
 /* Columns of eo_tombstones_template. */
 enum
 {
-	TCOL_HASH = 1, TCOL_FP, TCOL_STATE
+	TCOL_HASH = 1, TCOL_OWNER, TCOL_FP, TCOL_STATE
 };
 #define TOMB_NATTS TCOL_STATE
 
@@ -105,18 +107,16 @@ ts_sha256_update(pg_cryptohash_ctx *ctx, const void *data, size_t len)
 		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
 }
 
-/* The tombstone of (owner, scope, key). */
+/* The tombstone of (scope, key). */
 static void
-ts_hash(Oid owner, int32 scope, const text *key, pg_uuid_t *out)
+ts_hash(int32 scope, const text *key, pg_uuid_t *out)
 {
 	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-	uint32		be_owner = pg_hton32((uint32) owner);
 	uint32		be_scope = pg_hton32((uint32) scope);
 
 	if (pg_cryptohash_init(ctx) < 0)
 		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
-	ts_sha256_update(ctx, &be_owner, sizeof(be_owner));
 	ts_sha256_update(ctx, &be_scope, sizeof(be_scope));
 	ts_sha256_update(ctx, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 	if (pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
@@ -133,13 +133,13 @@ eo_ts_fingerprint_hash(const text *fingerprint)
 										   VARSIZE_ANY_EXHDR(fingerprint), 0));
 }
 
-/* eo_internal.eo_tombstone_hash(owner, scope, key): for the bulk insert. */
+/* eo_internal.eo_tombstone_hash(scope, key): for the bulk insert. */
 Datum
 eo_tombstone_hash(PG_FUNCTION_ARGS)
 {
 	pg_uuid_t  *out = palloc(sizeof(pg_uuid_t));
 
-	ts_hash(PG_GETARG_OID(0), PG_GETARG_INT32(1), PG_GETARG_TEXT_PP(2), out);
+	ts_hash(PG_GETARG_INT32(0), PG_GETARG_TEXT_PP(1), out);
 	PG_RETURN_UUID_P(out);
 }
 
@@ -165,6 +165,7 @@ ts_hash_index(Oid relid)
 	rel = table_open(relid, AccessShareLock);
 	if (RelationGetDescr(rel)->natts != TOMB_NATTS ||
 		TupleDescAttr(RelationGetDescr(rel), TCOL_HASH - 1)->atttypid != UUIDOID ||
+		TupleDescAttr(RelationGetDescr(rel), TCOL_OWNER - 1)->atttypid != REGROLEOID ||
 		TupleDescAttr(RelationGetDescr(rel), TCOL_FP - 1)->atttypid != INT8OID ||
 		TupleDescAttr(RelationGetDescr(rel), TCOL_STATE - 1)->atttypid != CHAROID)
 		elog(ERROR, "eo: tombstone table \"%s\" is not shaped as eo made it",
@@ -272,6 +273,7 @@ ts_fetch(const TombGeneration *g, pg_uuid_t *hash, EoTomb *tomb)
 	if (found)
 	{
 		slot_getallattrs(slot);
+		tomb->owner = DatumGetObjectId(slot->tts_values[TCOL_OWNER - 1]);
 		tomb->has_fp = !slot->tts_isnull[TCOL_FP - 1];
 		tomb->fp = tomb->has_fp ? DatumGetInt64(slot->tts_values[TCOL_FP - 1]) : 0;
 		tomb->state = DatumGetChar(slot->tts_values[TCOL_STATE - 1]);
@@ -284,12 +286,12 @@ ts_fetch(const TombGeneration *g, pg_uuid_t *hash, EoTomb *tomb)
 }
 
 /*
- * The tombstone of (owner, scope, key), if a live tombstone generation
- * holds one.  Only while eo.tombstone_retention is on: off, claims pay
- * nothing for it.
+ * The tombstone of (scope, key), if a live tombstone generation holds one
+ * (its owner says whose it is, as a key row's does).  Only while
+ * eo.tombstone_retention is on: off, claims pay nothing for it.
  */
 bool
-eo_ts_find(Oid owner, int32 scope, const text *key, EoTomb *tomb)
+eo_ts_find(int32 scope, const text *key, EoTomb *tomb)
 {
 	pg_uuid_t	hash;
 
@@ -298,7 +300,7 @@ eo_ts_find(Oid owner, int32 scope, const text *key, EoTomb *tomb)
 	ts_begin();
 	if (ngens == 0)
 		return false;
-	ts_hash(owner, scope, key, &hash);
+	ts_hash(scope, key, &hash);
 	for (int i = 0; i < ngens; i++)
 		if (ts_fetch(&gens[i], &hash, tomb))
 			return true;
@@ -346,7 +348,7 @@ eo_ts_bury(const char *keys)
 	}
 	(void) ts_hash_index(current);	/* eo's own, shaped as eo made it */
 	rc = SPI_execute(psprintf("INSERT INTO %s"
-							  " SELECT eo_internal.eo_tombstone_hash(k.owner, k.scope, k.key),"
+							  " SELECT eo_internal.eo_tombstone_hash(k.scope, k.key), k.owner,"
 							  "        eo_internal.eo_tombstone_fp(k.fingerprint),"
 							  "        CASE k.state WHEN 'x' THEN 'x' ELSE 'd' END::pg_catalog.\"char\""
 							  " FROM %s k WHERE k.state OPERATOR(pg_catalog.=) ANY ('{c,d,x}')"

@@ -276,11 +276,15 @@ SELECT eo_emit('billing', 'o', '1', 'x', NULL)});
 $src->safe_psql('postgres', 'CREATE DATABASE tomb');
 $src->safe_psql('tomb', q{
 CREATE EXTENSION eo;
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO app;
 SET eo.tombstone_retention = '90d';
 BEGIN;
 SELECT eo_claim('old', 'fp-1');
 SELECT eo_complete('old', '{"r": 1}');
 COMMIT;
+SET ROLE app;
+SELECT eo_claim('old-app');
+RESET ROLE;
 SET eo.partition_interval = 1;
 SELECT pg_sleep(1.1);
 SELECT eo_maintain();
@@ -297,13 +301,20 @@ my $tomb_dump = "$tmp/tomb.dump";
 $src->command_ok([ 'pg_dump', '-Fc', '-f', $tomb_dump, '-d', $src->connstr('tomb') ], 'pg_dump of tombstones');
 {
 	my $node = new_node('target_tomb');
-	$node->safe_psql('postgres', 'CREATE DATABASE tomb');
+	# app gets another OID here than in the source: the tombstone's owner
+	# must follow the role by name
+	$node->safe_psql('postgres', 'CREATE ROLE filler1; CREATE ROLE filler2; CREATE ROLE app; CREATE ROLE relay; CREATE DATABASE tomb');
+	isnt($node->safe_psql('postgres', q{SELECT 'app'::regrole::oid}),
+		$src->safe_psql('postgres', q{SELECT 'app'::regrole::oid}), 'tombstones: app has another OID in the target');
 	$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('tomb'), $tomb_dump ],
 		'tombstones: restored');
 	is($node->safe_psql('tomb', $tomb_q), 'duplicate||t', 'tombstones: the key still answers from its tombstone');
 	my ($ret, $out, $err) = $node->psql('tomb', q{SET eo.tombstone_retention = '90d';
 SELECT status FROM eo_claim('old', 'fp-2')});
 	like($err, qr/different fingerprint/, 'tombstones: ... and keeps its fingerprint');
+	is($node->safe_psql('tomb', q{SET eo.tombstone_retention = '90d'; SET ROLE app;
+SELECT status, result_expired FROM eo_claim('old-app')}), 'duplicate|t',
+		"tombstones: app's retired key is still app's, under its new OID");
 	$node->stop;
 }
 
