@@ -31,7 +31,16 @@ SELECT pg_sleep(1.1);
 SELECT switched FROM eo_maintain();
 SET eo.retention = 1;
 SELECT pg_sleep(1.1);
+-- (with an operator = on "char" put before pg_catalog on the search_path:
+-- the burial, run as the extension owner, must not use it)
+CREATE SCHEMA regress_eo_evil;
+CREATE FUNCTION regress_eo_evil.char_eq("char", "char") RETURNS bool
+LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'hijacked as %', current_user; END$$;
+CREATE OPERATOR regress_eo_evil.= (LEFTARG = "char", RIGHTARG = "char", FUNCTION = regress_eo_evil.char_eq);
+SET search_path = regress_eo_evil, pg_catalog, public;
 SELECT retired > 0 AS retired FROM eo_maintain();
+RESET search_path;
+DROP SCHEMA regress_eo_evil CASCADE;
 RESET eo.retention;
 SELECT state, count(*) FROM eo_internal.eo_tombstone_generations GROUP BY state ORDER BY state;
 SELECT k, t.state, t.fp IS NOT NULL AS has_fingerprint
@@ -62,9 +71,16 @@ SELECT status, result_expired FROM eo_claim('ts:brand-new');
 -- claim is refused (42501), as it was while the full record lived.
 CREATE ROLE regress_eo_ts_other;
 GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO regress_eo_ts_other;
+GRANT EXECUTE ON FUNCTION eo_fail(text, text, bigint, interval, text, text, boolean) TO regress_eo_ts_other;
 SET ROLE regress_eo_ts_other;
 SELECT eo_test_try($$SELECT status FROM eo_claim('ts:done')$$);
+-- nor can it take the key over by failing it
+SELECT eo_test_try($$SELECT eo_fail('ts:done', 'boom')$$);
 RESET ROLE;
+-- The owner's eo_fail of a tombstoned key: done is finished, dead stays dead.
+SELECT eo_test_try($$SELECT eo_fail('ts:done', 'late failure')$$);
+SELECT eo_fail('ts:dead', 'again');
+SELECT status, result_expired FROM eo_claim('ts:done');
 
 -- Nothing for PUBLIC: the hash functions and the tables.
 SELECT has_function_privilege('public', 'eo_internal.eo_tombstone_hash(int4, text)', 'EXECUTE') AS hash_public,

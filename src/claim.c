@@ -658,6 +658,14 @@ fail_key(FailRequest *req, EoKey *row)
 {
 	if (!eo_ks_find(req->key, req->scope.id, row))
 	{
+		/* Only a tombstone left: a finished key, whose owner alone may ask. */
+		if (eo_ks_find_tombstone(req->key, req->scope.id, row))
+		{
+			check_owner(row, req->caller);
+			if (row->state == EO_DEAD)
+				return true;
+			refuse_not_held(row, req->with_token);
+		}
 		if (req->with_token)
 		{
 			row->key = req->key;

@@ -106,7 +106,7 @@ convert(Oid seqid)
 	/* Locks the registry row: one converter, everyone else waits and sees it done. */
 	rc = SPI_execute_with_args("SELECT name, relid FROM eo_internal.eo_outboxes"
 							   " WHERE seq OPERATOR(pg_catalog.=) $1"
-							   " AND sysid IS DISTINCT FROM $2 FOR UPDATE",
+							   " AND (sysid IS NULL OR sysid OPERATOR(pg_catalog.<>) $2) FOR UPDATE",
 							   2, types, values, NULL, false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "eo: outbox cluster check failed");
@@ -142,10 +142,11 @@ convert(Oid seqid)
 										"   pos_snap = '3:3:', pos_lo = o.boundary OPERATOR(pg_catalog.+) 1,"
 										"   batch_snap = NULL, batch_hi = NULL, batch_lo = NULL, acked_seq = NULL,"
 										"   hist_xid = '{}', hist_seq = '{}', page_old = false,"
-										"   page_state = CASE s.page_state WHEN 'o' THEN 'r' ELSE s.page_state END,"
+										"   page_state = CASE WHEN s.page_state OPERATOR(pg_catalog.=) 'o' THEN 'r'"
+										"                ELSE s.page_state END,"
 										"   lease_expires_at = NULL"
 										" FROM o WHERE s.outbox OPERATOR(pg_catalog.=) o.name"
-										" AND s.sysid IS DISTINCT FROM $2",
+										" AND (s.sysid IS NULL OR s.sysid OPERATOR(pg_catalog.<>) $2)",
 										eo_internal_name(psprintf("%s_v", name))),
 							   2, types, values, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)

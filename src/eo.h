@@ -201,6 +201,7 @@ extern void eo_ks_lock_key(const text *key, int32 scope);
 extern void eo_ks_unlock_key(const text *key, int32 scope);
 extern bool eo_ks_find(text *key, int32 scope, EoKey *row);
 extern bool eo_ks_find_settled(text *key, int32 scope, EoKey *row);
+extern bool eo_ks_find_tombstone(text *key, int32 scope, EoKey *found);
 extern bool eo_ks_insert(EoKey *row);
 extern void eo_ks_insert_held(EoKey *row);
 

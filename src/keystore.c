@@ -787,6 +787,22 @@ ks_find_tombstone(const EoKey *row, EoKey *found)
 }
 
 /*
+ * The tombstone of a key that no live generation holds (the caller looked),
+ * as a row.  For eo_fail of an unknown key: a tombstone is the key finished,
+ * as its row was.
+ */
+bool
+eo_ks_find_tombstone(text *key, int32 scope, EoKey *found)
+{
+	EoKey		row;
+
+	memset(&row, 0, sizeof(row));
+	row.key = key;
+	row.scope = scope;
+	return ks_find_tombstone(&row, found);
+}
+
+/*
  * Claim a new key: insert `row` unless a live generation holds the key, in
  * which case `found` is that row, or a tombstone stands for it (`found` is
  * then the tombstone, found->expired set).  With `defer`, nothing is

@@ -47,6 +47,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "port/pg_bswap.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -85,6 +86,7 @@ static const EoGenSet tomb_set = {
 static TombGeneration gens[EO_MAX_LIVE_GENERATIONS];
 static int	ngens = 0;
 static bool gens_valid = false;
+static bool gens_complete = false;	/* every member of gens[] filled in */
 static Oid	registry_relid = InvalidOid;
 static bool callback_registered = false;
 
@@ -107,30 +109,55 @@ ts_sha256_update(pg_cryptohash_ctx *ctx, const void *data, size_t len)
 		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
 }
 
+/*
+ * SHA-256 of the 4-byte big-endian `prefix` and `t` in UTF-8: the same
+ * bytes whatever the database's encoding, so a dump restored into a
+ * database of another encoding (which converts the keys' text) finds its
+ * tombstones.
+ */
+static void
+ts_sha256(uint32 prefix, const text *t, uint8 *digest)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint32		be_prefix = pg_hton32(prefix);
+	int			len = VARSIZE_ANY_EXHDR(t);
+	char	   *utf8 = pg_server_to_any(VARDATA_ANY(t), len, PG_UTF8);
+
+	if (utf8 != VARDATA_ANY(t))
+		len = strlen(utf8);
+	if (pg_cryptohash_init(ctx) < 0)
+		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
+	ts_sha256_update(ctx, &be_prefix, sizeof(be_prefix));
+	ts_sha256_update(ctx, utf8, len);
+	if (pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+}
+
 /* The tombstone of (scope, key). */
 static void
 ts_hash(int32 scope, const text *key, pg_uuid_t *out)
 {
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-	uint32		be_scope = pg_hton32((uint32) scope);
 
-	if (pg_cryptohash_init(ctx) < 0)
-		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
-	ts_sha256_update(ctx, &be_scope, sizeof(be_scope));
-	ts_sha256_update(ctx, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
-	if (pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
-		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
-	pg_cryptohash_free(ctx);
+	ts_sha256((uint32) scope, key, digest);
 	memcpy(out->data, digest, UUID_LEN);
 }
 
-/* The fingerprint's hash kept in a tombstone. */
+/*
+ * The fingerprint's hash kept in a tombstone: 64 bits of SHA-256, so that
+ * a fingerprint that passes for another cannot be made on purpose, and the
+ * same on every machine.
+ */
 int64
 eo_ts_fingerprint_hash(const text *fingerprint)
 {
-	return DatumGetInt64(hash_any_extended((const unsigned char *) VARDATA_ANY(fingerprint),
-										   VARSIZE_ANY_EXHDR(fingerprint), 0));
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	uint64		h;
+
+	ts_sha256(0, fingerprint, digest);
+	memcpy(&h, digest, sizeof(h));
+	return (int64) pg_ntoh64(h);
 }
 
 /* eo_internal.eo_tombstone_hash(scope, key): for the bulk insert. */
@@ -200,9 +227,10 @@ ts_load(void)
 {
 	EoIdentity	saved;
 
-	while (!gens_valid)
+	while (!gens_valid || !gens_complete)
 	{
 		gens_valid = true;
+		gens_complete = false;	/* until every index is known: an error midway */
 		ngens = 0;
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "eo: SPI_connect failed");
@@ -227,6 +255,7 @@ ts_load(void)
 		SPI_finish();
 		for (int i = 0; i < ngens; i++)
 			gens[i].hash_index = ts_hash_index(gens[i].relid);
+		gens_complete = true;
 	}
 }
 
@@ -329,6 +358,21 @@ ts_current(void)
 	return DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/* The same, with the latest snapshot: a maker that committed meanwhile. */
+static Oid
+ts_current_latest(void)
+{
+	bool		isnull;
+
+	if (SPI_execute_snapshot(SPI_prepare("SELECT relid FROM eo_internal.eo_tombstone_generations"
+										 " WHERE state OPERATOR(pg_catalog.=) 'c'", 0, NULL),
+							 NULL, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "eo: the tombstone registry could not be read");
+	if (SPI_processed == 0)
+		return InvalidOid;
+	return DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 int64
 eo_ts_bury(const char *keys)
 {
@@ -342,17 +386,23 @@ eo_ts_bury(const char *keys)
 	if (!OidIsValid(current))
 	{
 		LockRelationOid(registry, ShareUpdateExclusiveLock);	/* one maker */
-		eo_gen_start(&tomb_set);
 		CommandCounterIncrement();
-		current = ts_current();
+		current = ts_current_latest();
+		if (!OidIsValid(current))
+		{
+			eo_gen_start(&tomb_set);
+			CommandCounterIncrement();
+			current = ts_current();
+		}
 	}
 	(void) ts_hash_index(current);	/* eo's own, shaped as eo made it */
 	rc = SPI_execute(psprintf("INSERT INTO %s"
 							  " SELECT eo_internal.eo_tombstone_hash(k.scope, k.key), k.owner,"
 							  "        eo_internal.eo_tombstone_fp(k.fingerprint),"
-							  "        CASE k.state WHEN 'x' THEN 'x' ELSE 'd' END::pg_catalog.\"char\""
+							  "        CASE WHEN k.state OPERATOR(pg_catalog.=) 'x' THEN 'x' ELSE 'd' END::pg_catalog.\"char\""
 							  " FROM %s k WHERE k.state OPERATOR(pg_catalog.=) ANY ('{c,d,x}')"
-							  " ON CONFLICT (hash) DO NOTHING",
+							  " ON CONFLICT (hash) DO UPDATE SET owner = EXCLUDED.owner, fp = EXCLUDED.fp,"
+							  "   state = EXCLUDED.state",
 							  eo_internal_name(get_rel_name(current)), keys),
 					 false, 0);
 	if (rc != SPI_OK_INSERT)
