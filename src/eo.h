@@ -13,10 +13,12 @@
 
 #include "postgres.h"
 
+#include "access/attnum.h"
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 #include "utils/jsonb.h"
+#include "utils/relcache.h"
 
 /*
  * Key states as stored in eo_keys.state.  EO_TXN_CLAIMED is a claim made in
@@ -111,6 +113,7 @@ extern Oid	eo_namespace_owner(Oid nsp);
 extern char *eo_internal_name(const char *relname);
 extern void eo_check_own_relation(Oid relid, char relkind, bool internal, const char *what);
 extern Oid	eo_own_relation(const char *relname, char relkind);
+extern Oid	eo_unique_index(Relation rel, int ncols, const AttrNumber *cols);
 extern void eo_become_owner(EoIdentity *saved);
 extern void eo_restore_identity(const EoIdentity *saved);
 extern struct _SPI_plan *eo_prepare_kept(const char *sql, int nargs, Oid *argtypes);

@@ -188,16 +188,14 @@ ks_forget_generations(void)
 static Oid
 ks_key_index(Oid relid)
 {
+	static const AttrNumber unique_cols[2] = {COL_KEY, COL_SCOPE};
 	Relation	rel;
 	TupleDesc	desc;
-	List	   *indexes;
-	Oid			result = InvalidOid;
-	ListCell   *lc;
+	Oid			result;
 
 	eo_check_own_relation(relid, RELKIND_RELATION, true, "key generation");
 	rel = table_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
-	indexes = RelationGetIndexList(rel);
 	if (desc->natts != KEY_NATTS)
 		elog(ERROR, "eo: key table \"%s\" has %d columns, expected %d",
 			 RelationGetRelationName(rel), desc->natts, KEY_NATTS);
@@ -207,20 +205,7 @@ ks_key_index(Oid relid)
 			elog(ERROR, "eo: column %d of key table \"%s\" is not \"%s\"",
 				 i + 1, RelationGetRelationName(rel), key_columns[i].name);
 
-	foreach(lc, indexes)
-	{
-		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		Form_pg_index idx;
-
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "eo: cache lookup failed for index %u", lfirst_oid(lc));
-		idx = (Form_pg_index) GETSTRUCT(tup);
-		if (idx->indisunique && idx->indnkeyatts == 2 &&
-			idx->indkey.values[0] == COL_KEY && idx->indkey.values[1] == COL_SCOPE &&
-			idx->indisvalid)
-			result = idx->indexrelid;
-		ReleaseSysCache(tup);
-	}
+	result = eo_unique_index(rel, 2, unique_cols);
 	table_close(rel, NoLock);
 	if (!OidIsValid(result))
 		ereport(ERROR,

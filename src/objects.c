@@ -31,6 +31,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -44,6 +45,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
@@ -247,6 +249,38 @@ eo_own_relation(const char *relname, char relkind)
 				 errhint("Reinstall the extension with DROP EXTENSION eo; CREATE EXTENSION eo;")));
 	eo_check_own_relation(relid, relkind, true, "eo's relation");
 	return relid;
+}
+
+/*
+ * The valid unique index of `rel` on exactly the columns `cols` (in that
+ * order), or InvalidOid: how the key store and the tombstones find the
+ * index they look rows up through (a restore makes it last).
+ */
+Oid
+eo_unique_index(Relation rel, int ncols, const AttrNumber *cols)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	Oid			result = InvalidOid;
+	ListCell   *lc;
+
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		Form_pg_index idx;
+		bool		match;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "eo: cache lookup failed for index %u", lfirst_oid(lc));
+		idx = (Form_pg_index) GETSTRUCT(tup);
+		match = idx->indisunique && idx->indisvalid && idx->indnkeyatts == ncols;
+		for (int i = 0; match && i < ncols; i++)
+			match = idx->indkey.values[i] == cols[i];
+		if (match)
+			result = idx->indexrelid;
+		ReleaseSysCache(tup);
+	}
+	list_free(indexes);
+	return result;
 }
 
 /*

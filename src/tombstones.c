@@ -183,10 +183,9 @@ eo_tombstone_fp(PG_FUNCTION_ARGS)
 static Oid
 ts_hash_index(Oid relid)
 {
+	static const AttrNumber unique_cols[1] = {TCOL_HASH};
 	Relation	rel;
-	List	   *indexes;
-	ListCell   *lc;
-	Oid			result = InvalidOid;
+	Oid			result;
 
 	eo_check_own_relation(relid, RELKIND_RELATION, true, "tombstone generation");
 	rel = table_open(relid, AccessShareLock);
@@ -197,20 +196,7 @@ ts_hash_index(Oid relid)
 		TupleDescAttr(RelationGetDescr(rel), TCOL_STATE - 1)->atttypid != CHAROID)
 		elog(ERROR, "eo: tombstone table \"%s\" is not shaped as eo made it",
 			 RelationGetRelationName(rel));
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		Form_pg_index idx;
-
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "eo: cache lookup failed for index %u", lfirst_oid(lc));
-		idx = (Form_pg_index) GETSTRUCT(tup);
-		if (idx->indisunique && idx->indnkeyatts == 1 &&
-			idx->indkey.values[0] == TCOL_HASH && idx->indisvalid)
-			result = idx->indexrelid;
-		ReleaseSysCache(tup);
-	}
+	result = eo_unique_index(rel, 1, unique_cols);
 	table_close(rel, NoLock);
 	if (!OidIsValid(result))
 		ereport(ERROR,
