@@ -23,9 +23,10 @@
  * in a live key generation or, from that commit on, in a tombstone.
  *
  * The hash is SHA-256 of the scope (4 bytes, big endian; scope ids survive
- * a dump) and the key's bytes, cut to 128 bits: a second key of the same
- * scope with the same tombstone cannot be made on purpose, and by chance
- * once in 2^64 keys.  Computed by one C function for both the
+ * a dump) and the key's bytes in the database encoding, cut to 128 bits: a
+ * second key of the same scope with the same tombstone cannot be made on
+ * purpose, and by chance once in 2^64 keys.  Hashing bytes cannot fail,
+ * so no key can stop a burial.  Computed by one C function for both the
  * bulk insert (SQL) and the claim, so the two cannot drift apart.
  *
  * Process model: per backend; the list of live tombstone generations is
@@ -45,7 +46,6 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
-#include "mb/pg_wchar.h"
 #include "port/pg_bswap.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -108,25 +108,24 @@ ts_sha256_update(pg_cryptohash_ctx *ctx, const void *data, size_t len)
 }
 
 /*
- * SHA-256 of the 4-byte big-endian `prefix` and `t` in UTF-8: the same
- * bytes whatever the database's encoding, so a dump restored into a
- * database of another encoding (which converts the keys' text) finds its
- * tombstones.
+ * SHA-256 of the 4-byte big-endian `prefix` and the bytes of `t`, as the
+ * database stores them.  No conversion: in some encodings a byte sequence
+ * has no UTF-8 form (SQL_ASCII 0xff) or two have the same (EUC_JP), and a
+ * hash that failed for one key, or gave two keys one tombstone, would stop
+ * burial or answer 'duplicate' for a key never used.  So a tombstone
+ * compares bytes; a restore into a database of another encoding keeps
+ * finding the tombstones of keys whose bytes the conversion keeps (ASCII).
  */
 static void
 ts_sha256(uint32 prefix, const text *t, uint8 *digest)
 {
 	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
 	uint32		be_prefix = pg_hton32(prefix);
-	int			len = VARSIZE_ANY_EXHDR(t);
-	char	   *utf8 = pg_server_to_any(VARDATA_ANY(t), len, PG_UTF8);
 
-	if (utf8 != VARDATA_ANY(t))
-		len = strlen(utf8);
 	if (pg_cryptohash_init(ctx) < 0)
 		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
 	ts_sha256_update(ctx, &be_prefix, sizeof(be_prefix));
-	ts_sha256_update(ctx, utf8, len);
+	ts_sha256_update(ctx, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 	if (pg_cryptohash_final(ctx, digest, PG_SHA256_DIGEST_LENGTH) < 0)
 		elog(ERROR, "eo: SHA-256 failed: %s", pg_cryptohash_error(ctx));
 	pg_cryptohash_free(ctx);
@@ -411,9 +410,8 @@ eo_ts_maintain(void)
 
 	(void) eo_own_relation("eo_tombstone_generations", RELKIND_RELATION);
 	eo_gen_bind_all(&tomb_set);
-	eo_gen_make_ahead(&tomb_set);
-	if (retention > 0)
-		(void) eo_gen_maybe_switch(&tomb_set, interval, EO_MAX_LIVE_GENERATIONS);
+	(void) eo_gen_keep(&tomb_set, retention > 0 ? interval : PG_INT32_MAX,
+					   EO_MAX_LIVE_GENERATIONS, "tombstone generation");
 	candidates = eo_gen_retire_candidates(&tomb_set, retention);
 	foreach(lc, candidates)
 		eo_gen_retire(&tomb_set, lfirst_int(lc));
