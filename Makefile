@@ -7,6 +7,7 @@ OBJS = \
 	src/eo.o \
 	src/validate.o \
 	src/objects.o \
+	src/locks.o \
 	src/generations.o \
 	src/keystore.o \
 	src/tombstones.o \

@@ -106,6 +106,37 @@ SET relid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', o.nspname, o.name)
     owner = (SELECT e.extowner FROM pg_catalog.pg_extension e
              WHERE e.extname OPERATOR(pg_catalog.=) 'eo')::pg_catalog.regrole;
 DELETE FROM eo_internal.eo_outboxes WHERE relid IS NULL;   -- its table was dropped
+-- A table of that name that is not the one eo made (the owner of a schema
+-- may drop a table there and make another of the same name): stop, naming
+-- the outbox, before anything below acts on it with the updater's rights.
+DO $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT x.name, pg_catalog.format('%I.%I', cn.nspname, c.relname) AS tab,
+                    pg_catalog.pg_get_userbyid(c.relowner) AS owner,
+                    pg_catalog.pg_get_userbyid(e.extowner) AS extowner,
+                    pg_catalog.quote_ident(n.nspname) AS extschema
+             FROM eo_internal.eo_outboxes x
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) x.relid
+             JOIN pg_catalog.pg_namespace cn ON cn.oid OPERATOR(pg_catalog.=) c.relnamespace
+             JOIN pg_catalog.pg_extension e ON e.extname OPERATOR(pg_catalog.=) 'eo'
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+             WHERE c.relowner OPERATOR(pg_catalog.<>) e.extowner
+                OR EXISTS (SELECT FROM pg_catalog.pg_inherits i
+                           JOIN pg_catalog.pg_class p ON p.oid OPERATOR(pg_catalog.=) i.inhrelid
+                           WHERE i.inhparent OPERATOR(pg_catalog.=) x.relid
+                             AND p.relowner OPERATOR(pg_catalog.<>) e.extowner)
+    LOOP
+        RAISE EXCEPTION 'the table of outbox "%" is not the one eo made', o.name
+            USING ERRCODE = '42501',
+                  DETAIL = pg_catalog.format('Table %s (or a partition of it) is owned by role %I, not by %I, the owner of extension eo: it was replaced, or given away, after eo made it.',
+                                             o.tab, o.owner, o.extowner),
+                  HINT = pg_catalog.format('Give the outbox the table eo made back under its name, or take the outbox out of eo''s registry (DELETE FROM %s.eo_outboxes WHERE name = %L) and update again.',
+                                           o.extschema, o.name);
+    END LOOP;
+END
+$$;
 ALTER TABLE eo_internal.eo_outboxes
     ALTER COLUMN relid SET NOT NULL,
     ALTER COLUMN owner SET NOT NULL,
@@ -383,7 +414,8 @@ CREATE FUNCTION eo_metrics.maintenance(
     OUT reclaim_step_errors pg_catalog.int8,
     OUT switch_step_errors pg_catalog.int8,
     OUT retire_step_errors pg_catalog.int8,
-    OUT outbox_step_errors pg_catalog.int8)
+    OUT outbox_step_errors pg_catalog.int8,
+    OUT lock_waits_given_up pg_catalog.int8)
 RETURNS record
 AS 'MODULE_PATHNAME', 'eo_metrics_maintenance'
 LANGUAGE C VOLATILE PARALLEL SAFE;

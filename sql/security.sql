@@ -370,6 +370,41 @@ RESET search_path;
 RESET ROLE;
 DROP SCHEMA regress_eo_app, regress_eo_private;
 
+--
+-- 11. The caller's default_tablespace and default_table_access_method do
+--     not reach eo's DDL: a grantee of eo_outbox_create with no CREATE on
+--     a tablespace cannot have eo, acting as its owner, put the outbox,
+--     its indexes, partitions or sequence there, nor make them with
+--     another table access method.
+--
+SET allow_in_place_tablespaces = on;
+CREATE TABLESPACE regress_eo_space LOCATION '';
+RESET allow_in_place_tablespaces;
+CREATE ACCESS METHOD regress_eo_heap2 TYPE TABLE HANDLER heap_tableam_handler;
+GRANT EXECUTE ON FUNCTION eo_outbox_create(text, name, text, int, interval, int, interval, bool)
+    TO regress_eo_app;
+GRANT CREATE ON SCHEMA public TO regress_eo_app;
+SET ROLE regress_eo_app;
+SET default_tablespace = regress_eo_space;
+SET default_table_access_method = regress_eo_heap2;
+-- the settings are in force: its own table would go there
+SELECT eo_test_try('CREATE TABLE public.regress_eo_own (i int)');
+SELECT eo_outbox_create('placed', slots => 1)::text;
+RESET default_tablespace;
+RESET default_table_access_method;
+RESET ROLE;
+SELECT count(*) > 5 AS placed_relations,
+       count(*) FILTER (WHERE reltablespace <> 0) AS in_a_tablespace,
+       count(*) FILTER (WHERE relam = (SELECT oid FROM pg_am WHERE amname = 'regress_eo_heap2'))
+           AS of_another_method
+FROM pg_class WHERE relname LIKE 'placed%';
+SELECT eo_outbox_drop('placed');
+REVOKE CREATE ON SCHEMA public FROM regress_eo_app;
+REVOKE ALL ON FUNCTION eo_outbox_create(text, name, text, int, interval, int, interval, bool)
+    FROM regress_eo_app;
+DROP ACCESS METHOD regress_eo_heap2;
+DROP TABLESPACE regress_eo_space;
+
 -- Clean up.
 SELECT eo_outbox_drop('honest');
 SELECT eo_outbox_drop('other');

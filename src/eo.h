@@ -17,6 +17,7 @@
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 #include "storage/itemptr.h"
+#include "storage/lockdefs.h"
 #include "utils/jsonb.h"
 #include "utils/relcache.h"
 
@@ -103,13 +104,17 @@ typedef struct EoIdentity
 {
 	Oid			userid;
 	int			sec_context;
+	int			guc_level;		/* settings pinned by eo_become_owner; 0: none */
 } EoIdentity;
 
 #define EO_INTERNAL_SCHEMA "eo_internal"
+/* The search path of everything eo runs as its owner (and of the worker). */
+#define EO_SAFE_SEARCH_PATH "pg_catalog, pg_temp"
 
 extern bool eo_catalog_load(bool missing_ok);
 extern const EoCatalog *eo_catalog(void);
 extern Oid	eo_namespace_owner(Oid nsp);
+extern void eo_lock_internal_schema(void);
 extern char *eo_internal_name(const char *relname);
 extern void eo_check_own_relation(Oid relid, char relkind, bool internal, const char *what);
 extern Oid	eo_own_relation(const char *relname, char relkind);
@@ -124,6 +129,18 @@ extern bool eo_try(void (*fn) (void *), void *arg, ErrorData **error);
 extern int	eo_pin_datetime(void);
 extern void eo_unpin(int level);
 extern void eo_warn_failure(ErrorData *error, const char *what, const char *hint);
+
+/*
+ * locks.c: maintenance waits at most EO_LOCK_WAIT_MS for a lock that
+ * others can queue on, then leaves the object for the next pass
+ */
+#define EO_LOCK_WAIT_MS 100
+#define EO_LOCK_WAIT_LOG_MS 50	/* the worker logs a wait this long (log_lock_waits) */
+
+struct LOCKTAG;
+extern bool eo_lock_within(const struct LOCKTAG *tag, LOCKMODE mode, int timeout_ms);
+extern char *eo_lock_blockers(const struct LOCKTAG *tag, LOCKMODE mode, Oid owner,
+							  bool *trusted);
 
 /* validate.c: each raises one clear error or returns the checked value */
 extern text *eo_check_key(Datum value, bool isnull);
@@ -172,9 +189,8 @@ typedef struct EoGenSet
 #define EO_MAX_LIVE_GENERATIONS 64
 
 extern void eo_gen_start(const EoGenSet *set);
-extern void eo_gen_make_ahead(const EoGenSet *set);
 extern void eo_gen_bind_all(const EoGenSet *set);
-/* What eo_gen_maybe_switch did. */
+/* What eo_gen_keep did about the switch. */
 typedef enum EoSwitch
 {
 	EO_SWITCH_NOT_DUE,
@@ -182,7 +198,8 @@ typedef enum EoSwitch
 	EO_SWITCH_TOO_MANY,			/* due, but too many live generations */
 	EO_SWITCH_LOCK_BUSY			/* due, but the registry lock was not had */
 } EoSwitch;
-extern EoSwitch eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live);
+extern EoSwitch eo_gen_keep(const EoGenSet *set, int interval_secs, int max_live,
+							const char *what);
 extern List *eo_gen_retire_candidates(const EoGenSet *set, int retention_secs);
 extern void eo_gen_retire(const EoGenSet *set, int32 gen);
 extern int	eo_gen_drop_retired(const EoGenSet *set);
@@ -310,7 +327,9 @@ typedef enum EoStat
 	EO_STAT_POSTPONED_LOCK,		/* switches postponed: registry lock busy */
 	EO_STAT_OUTBOX_FAILURES,	/* outboxes a pass could not keep */
 	EO_STAT_STEP_ERRORS,		/* first of EO_NSTEPS: steps that failed */
-	EO_NSTATS = EO_STAT_STEP_ERRORS + EO_NSTEPS
+	/* a lock maintenance gave up waiting for (locks.c): object left for later */
+	EO_STAT_LOCK_WAITS_GIVEN_UP = EO_STAT_STEP_ERRORS + EO_NSTEPS,
+	EO_NSTATS
 } EoStat;
 
 extern Size eo_stats_shmem_size(void);

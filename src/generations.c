@@ -24,7 +24,7 @@
  * generation is in flight: every row of a generation is committed or gone
  * before any row of the next is written.  That is what lets a caller keep
  * a key unique across generations with a unique index per generation.  The
- * switch waits at most EO_SWITCH_LOCK_TIMEOUT_MS, then gives up until the
+ * switch waits at most EO_LOCK_WAIT_MS, then gives up until the
  * next pass, so writers queue behind it for at most that long.  Registry changes
  * send a relcache invalidation for the registry, which is how readers
  * notice them.
@@ -52,9 +52,6 @@
 #include "utils/timestamp.h"
 
 #include "eo.h"
-
-/* Longest a switch may make new writers wait, in milliseconds. */
-#define EO_SWITCH_LOCK_TIMEOUT_MS 100
 
 static void
 run_sql(const char *sql, int expected)
@@ -99,40 +96,51 @@ max_gen(const EoGenSet *set)
 	return isnull ? 0 : DatumGetInt32(d);
 }
 
+static Oid
+registry_oid(const EoGenSet *set)
+{
+	return get_relname_relid(set->registry, get_namespace_oid(set->schema, false));
+}
+
 /*
- * A generation table goes with DROP EXTENSION (an automatic dependency on
- * the extension), as it did when it was a member, but it is not a member,
- * so that pg_dump dumps it with its keys.  A restore does not bring the
- * dependency back: eo_gen_bind_all gives it again.
+ * A generation table goes with DROP EXTENSION, as it did when it was a
+ * member, but it is not a member, so that pg_dump dumps it with its keys:
+ * it has an automatic dependency on its registry, which is a member.  Not
+ * on the extension itself: recording a dependency locks the object it is
+ * on, and anyone can queue a DROP EXTENSION for the extension's lock
+ * (locks.c), while the registry is locked by the caller already.  A
+ * restore does not bring the dependency back: eo_gen_bind_all gives it
+ * again.
  */
 static void
-bind_to_extension(Oid relid)
+bind_to_registry(const EoGenSet *set, Oid relid)
 {
 	ObjectAddress table;
-	ObjectAddress ext;
+	ObjectAddress registry;
 
 	ObjectAddressSet(table, RelationRelationId, relid);
-	ObjectAddressSet(ext, ExtensionRelationId, eo_catalog()->ext);
-	recordDependencyOn(&table, &ext, DEPENDENCY_AUTO);
+	ObjectAddressSet(registry, RelationRelationId, registry_oid(set));
+	recordDependencyOn(&table, &registry, DEPENDENCY_AUTO);
 }
 
 /* Every registered generation table that lacks it gets that dependency. */
 void
 eo_gen_bind_all(const EoGenSet *set)
 {
-	run_sql(psprintf("SELECT g.relid FROM %s g"
+	run_sql(psprintf("SELECT g.relid FROM %1$s g"
 					 " JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid"
 					 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend d"
 					 "   WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
 					 "   AND d.objid OPERATOR(pg_catalog.=) g.relid"
-					 "   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass)",
+					 "   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+					 "   AND d.refobjid OPERATOR(pg_catalog.=) '%1$s'::pg_catalog.regclass)",
 					 qualified(set, set->registry)), SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
 
-		bind_to_extension(DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-														 SPI_tuptable->tupdesc, 1, &isnull)));
+		bind_to_registry(set, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1, &isnull)));
 	}
 	if (SPI_processed > 0)
 		CommandCounterIncrement();
@@ -150,6 +158,7 @@ make_generation(const EoGenSet *set, int32 gen, char state)
 	char	   *relname;
 	char	   *table;
 
+	eo_lock_internal_schema();	/* or a clear error: never a wait without bound */
 	while (OidIsValid(get_relname_relid(psprintf("%s%d", set->prefix, gen), nsp)))
 		gen++;
 	relname = psprintf("%s%d", set->prefix, gen);
@@ -157,7 +166,7 @@ make_generation(const EoGenSet *set, int32 gen, char state)
 	run_sql(psprintf("CREATE TABLE %s (LIKE %s INCLUDING ALL)",
 					 table, qualified(set, set->template)), SPI_OK_UTILITY);
 	run_sql(psprintf("REVOKE ALL ON TABLE %s FROM PUBLIC", table), SPI_OK_UTILITY);
-	bind_to_extension(get_relname_relid(relname, nsp));
+	bind_to_registry(set, get_relname_relid(relname, nsp));
 	run_sql(psprintf("INSERT INTO %s (gen, relid, state, started_at) VALUES (%d, '%u', '%c', %s)",
 					 qualified(set, set->registry), gen,
 					 get_relname_relid(relname, nsp), state,
@@ -171,7 +180,7 @@ make_generation(const EoGenSet *set, int32 gen, char state)
  * generation (none was ever made: see eo_gen_start) nothing is made, so
  * that a pass during a pg_restore makes nothing the restore then brings.
  */
-void
+static void
 eo_gen_make_ahead(const EoGenSet *set)
 {
 	if (gen_in_state(set, 'c') == 0)
@@ -183,8 +192,7 @@ eo_gen_make_ahead(const EoGenSet *set)
 static void
 registry_changed(const EoGenSet *set)
 {
-	CacheInvalidateRelcacheByRelid(get_relname_relid(set->registry,
-													 get_namespace_oid(set->schema, false)));
+	CacheInvalidateRelcacheByRelid(registry_oid(set));
 }
 
 /*
@@ -200,58 +208,26 @@ eo_gen_start(const EoGenSet *set)
 }
 
 /*
- * Take SHARE on the registry, waiting at most EO_SWITCH_LOCK_TIMEOUT_MS.
- * False if the wait timed out: writers are in flight, try next pass.
+ * Take SHARE on the registry, waiting at most EO_LOCK_WAIT_MS (writers
+ * queue behind the request meanwhile).  False if the wait timed out:
+ * writers are in flight, try next pass.
  */
 static bool
 lock_registry_for_switch(const EoGenSet *set)
 {
-	Oid			registry = get_relname_relid(set->registry,
-											 get_namespace_oid(set->schema, false));
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	bool		locked = true;
+	LOCKTAG		tag;
 
-	if (ConditionalLockRelationOid(registry, ShareLock))
-		return true;
-
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
-	{
-		int			nestlevel = NewGUCNestLevel();
-
-		(void) set_config_option("lock_timeout",
-								 psprintf("%d", EO_SWITCH_LOCK_TIMEOUT_MS),
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-								 true, 0, false);
-		LockRelationOid(registry, ShareLock);
-		AtEOXact_GUC(true, nestlevel);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		locked = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(oldcontext);
-	CurrentResourceOwner = oldowner;
-	return locked;
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, registry_oid(set));
+	return eo_lock_within(&tag, ShareLock, EO_LOCK_WAIT_MS);
 }
 
 /*
  * Make the ahead generation current once the current one has been current
- * for `interval_secs`.  Says whether it switched, or why it did not.
+ * for `interval_secs` (eo_gen_keep made it ahead).  Says whether it
+ * switched, or why it did not.
  */
-EoSwitch
-eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
+static EoSwitch
+maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
 {
 	char	   *registry = qualified(set, set->registry);
 	char	   *sql;
@@ -272,7 +248,6 @@ eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
 	if (live >= max_live)
 		return EO_SWITCH_TOO_MANY;
 
-	eo_gen_make_ahead(set);
 	if (!lock_registry_for_switch(set))
 		return EO_SWITCH_LOCK_BUSY;
 
@@ -281,8 +256,54 @@ eo_gen_maybe_switch(const EoGenSet *set, int interval_secs, int max_live)
 	run_sql(psprintf("UPDATE %s SET state = 'c', started_at = pg_catalog.clock_timestamp()"
 					 " WHERE state OPERATOR(pg_catalog.=) 'a'", registry), SPI_OK_UPDATE);
 	registry_changed(set);
-	eo_gen_make_ahead(set);
 	return EO_SWITCH_DONE;
+}
+
+typedef struct AheadCall
+{
+	const EoGenSet *set;
+	const char *what;
+} AheadCall;
+
+static void
+make_ahead(void *arg)
+{
+	eo_gen_make_ahead(((AheadCall *) arg)->set);
+}
+
+/* eo_gen_make_ahead in a subtransaction: false (and a WARNING) if it failed. */
+static bool
+make_ahead_isolated(const EoGenSet *set, const char *what)
+{
+	AheadCall	call = {set, what};
+	ErrorData  *error;
+
+	if (eo_try(make_ahead, &call, &error))
+		return true;
+	eo_warn_failure(error, psprintf("making a %s ahead", what),
+					"The switch and retention go on; it is made at the next pass.");
+	return false;
+}
+
+/*
+ * One pass's upkeep of a generation set's head: a generation made ahead,
+ * the switch to it when due, and the next one made ahead.  Making one can
+ * fail (the schema locked by someone, see locks.c) without stopping the
+ * switch to one made earlier: the set then lives on in its current
+ * generation until a later pass makes the next.  `what` names a
+ * generation in messages.
+ */
+EoSwitch
+eo_gen_keep(const EoGenSet *set, int interval_secs, int max_live, const char *what)
+{
+	EoSwitch	result;
+
+	if (!make_ahead_isolated(set, what))
+		return EO_SWITCH_NOT_DUE;	/* none ahead to switch to (logged, counted) */
+	result = maybe_switch(set, interval_secs, max_live);
+	if (result == EO_SWITCH_DONE)
+		(void) make_ahead_isolated(set, what);
+	return result;
 }
 
 /*

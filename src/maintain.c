@@ -22,7 +22,9 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
@@ -68,8 +70,8 @@ eo_switch_step(EoPassStats *stats)
 	eo_ks_open(EO_KS_MAINTAIN);
 	set = eo_ks_generations();
 	eo_gen_bind_all(set);		/* after a restore, or an update from 0.1.0 */
-	eo_gen_make_ahead(set);
-	switch (eo_gen_maybe_switch(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS))
+	switch (eo_gen_keep(set, eo_partition_interval_secs, EO_MAX_LIVE_GENERATIONS,
+						"key generation"))
 	{
 		case EO_SWITCH_DONE:
 			stats->switched++;
@@ -86,36 +88,64 @@ eo_switch_step(EoPassStats *stats)
 	eo_ks_close();
 }
 
+typedef struct RetireCall
+{
+	int32		gen;
+	TimestampTz cutoff;
+	bool		retired;
+} RetireCall;
+
+/* Retire one key generation, its finished keys buried as it stops being read. */
+static void
+retire_one(void *arg)
+{
+	RetireCall *call = (RetireCall *) arg;
+
+	call->retired = eo_ks_prepare_retire(call->gen, call->cutoff);
+	if (!call->retired)
+		return;
+	if (eo_tombstone_retention_secs > 0)
+		(void) eo_ts_bury(eo_ks_generation_table(call->gen));
+	eo_gen_retire(eo_ks_generations(), call->gen);
+}
+
+static void
+keep_tombstones(void *arg)
+{
+	eo_ts_maintain();
+}
+
 /*
  * Retire old generations whose keys were all last changed more than
- * eo.retention ago, after moving unfinished keys out of them.
+ * eo.retention ago, after moving unfinished keys out of them; then keep
+ * the tombstones' generations.  Each generation, and the tombstones, in a
+ * subtransaction of its own: one that fails (a WARNING) is tried again at
+ * the next pass, and never keeps the others from retiring.
  */
 void
 eo_retire_step(EoPassStats *stats)
 {
-	const EoGenSet *set;
 	ListCell   *lc;
 	List	   *candidates;
+	ErrorData  *error;
 	TimestampTz cutoff = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													 -(int64) eo_retention_secs * 1000);
 
 	eo_ks_open(EO_KS_MAINTAIN);
-	set = eo_ks_generations();
-	candidates = eo_gen_retire_candidates(set, eo_retention_secs);
+	candidates = eo_gen_retire_candidates(eo_ks_generations(), eo_retention_secs);
 	foreach(lc, candidates)
 	{
-		int32		gen = lfirst_int(lc);
+		RetireCall	call = {lfirst_int(lc), cutoff, false};
 
-		if (eo_ks_prepare_retire(gen, cutoff))
-		{
-			/* Its finished keys become tombstones as it stops being read. */
-			if (eo_tombstone_retention_secs > 0)
-				(void) eo_ts_bury(eo_ks_generation_table(gen));
-			eo_gen_retire(set, gen);
+		if (!eo_try(retire_one, &call, &error))
+			eo_warn_failure(error, psprintf("retiring key generation %d", call.gen),
+							"The other generations were retired; this one is tried again at the next pass.");
+		else if (call.retired)
 			stats->retired++;
-		}
 	}
-	eo_ts_maintain();
+	if (!eo_try(keep_tombstones, NULL, &error))
+		eo_warn_failure(error, "keeping the tombstone generations",
+						"Key generations were retired; this is tried again at the next pass.");
 	eo_ks_close();
 }
 
@@ -175,9 +205,29 @@ isolated_step(const char *what, EoStep which, void (*step) (EoPassStats *), EoPa
 
 	if (!eo_try(run_step, &call, &error))
 	{
+		if (error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			eo_stat_count(EO_STAT_LOCK_WAITS_GIVEN_UP);
 		eo_warn_failure(error, what, "The other maintenance steps ran.");
 		eo_stat_step_failed(which);
 	}
+}
+
+/*
+ * A pass by hand waits for locks as the worker's does, at most
+ * EO_LOCK_WAIT_MS, unless the session chose its own lock_timeout: so that
+ * neither a held lock nor a DROP queued behind one (locks.c) stops a pass
+ * that a scheduler runs, nor do writers queue behind it for longer.
+ * Until eo_unpin(level).
+ */
+static int
+bound_lock_waits(void)
+{
+	int			level = NewGUCNestLevel();
+
+	if (LockTimeout == 0)
+		(void) set_config_option("lock_timeout", psprintf("%d", EO_LOCK_WAIT_MS),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return level;
 }
 
 static void
@@ -201,6 +251,7 @@ eo_maintain(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
+	int			bounded;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "eo: eo_maintain must return a composite type");
@@ -215,11 +266,13 @@ eo_maintain(PG_FUNCTION_ARGS)
 				 errdetail("It must see events committed while it waits for locks.")));
 
 	/* Drop first: only what earlier passes retired, before taking locks. */
+	bounded = bound_lock_waits();
 	isolated_step("dropping retired key generations", EO_STEP_DROP, eo_drop_step, &stats);
 	isolated_step("reclaiming expired leases", EO_STEP_RECLAIM, reclaim_all, &stats);
 	isolated_step("switching key generations", EO_STEP_SWITCH, eo_switch_step, &stats);
 	isolated_step("retiring key generations", EO_STEP_RETIRE, eo_retire_step, &stats);
 	isolated_step("keeping outbox partitions", EO_STEP_OUTBOX, eo_outbox_step, &stats);
+	eo_unpin(bounded);
 	eo_stat_pass_done(&stats, started);
 
 	values[0] = Int64GetDatum(stats.reclaimed);
@@ -257,6 +310,7 @@ eo_outbox_maintain(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	EoIdentity	saved;
+	int			bounded;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -265,11 +319,13 @@ eo_outbox_maintain(PG_FUNCTION_ARGS)
 				 errdetail("It must see events committed while it waits for locks.")));
 
 	InitMaterializedSRF(fcinfo, 0);
+	bounded = bound_lock_waits();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);
 	(void) eo_ob_maintain_all(eo_relay_partition_delivered, report_row, rsinfo);
 	eo_restore_identity(&saved);
 	SPI_finish();
+	eo_unpin(bounded);
 	return (Datum) 0;
 }

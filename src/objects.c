@@ -37,6 +37,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/lock.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -166,6 +167,34 @@ eo_namespace_owner(Oid nsp)
 	return owner;
 }
 
+/*
+ * Take the lock that CREATE takes on eo_internal (ACCESS SHARE on the
+ * schema) within EO_LOCK_WAIT_MS, so that none of eo's DDL waits behind a
+ * DROP SCHEMA that someone queued behind an open transaction (locks.c).
+ * Once taken it is held to the end of the transaction, and CREATE finds
+ * it held.  An error (55P03) naming who is in the way if it was not had.
+ */
+void
+eo_lock_internal_schema(void)
+{
+	const EoCatalog *cat = eo_catalog();
+	LOCKTAG		tag;
+	char	   *who;
+
+	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, NamespaceRelationId, cat->schema, 0);
+	if (eo_lock_within(&tag, AccessShareLock, EO_LOCK_WAIT_MS))
+		return;
+	who = eo_lock_blockers(&tag, AccessShareLock, cat->owner, NULL);
+	eo_stat_count(EO_STAT_LOCK_WAITS_GIVEN_UP);
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("schema \"%s\" is locked: eo cannot make its objects there now",
+					EO_INTERNAL_SCHEMA),
+			 who ? errdetail("In the way after %d ms: %s.", EO_LOCK_WAIT_MS, who) :
+			 errdetail("It was locked for %d ms.", EO_LOCK_WAIT_MS),
+			 errhint("A DROP SCHEMA or DROP EXTENSION that its role may not do can wait behind an open transaction; end those sessions (pg_terminate_backend). Maintenance tries again at its next pass.")));
+}
+
 /* "eo_internal"."relname", quoted. */
 char *
 eo_internal_name(const char *relname)
@@ -284,10 +313,26 @@ eo_unique_index(Relation rel, int ncols, const AttrNumber *cols)
 }
 
 /*
- * Act as the extension owner until eo_restore_identity(saved).  Restricted,
- * so that nothing that runs meanwhile can change session state behind the
- * caller.  An error in between needs no cleanup: (sub)transaction abort
- * restores the identity.
+ * What an action as the owner must not take from its caller's settings:
+ * where names are looked up (every statement of eo's names its objects in
+ * full; this is defence in depth), and where and how objects are made (a
+ * caller without CREATE on a tablespace must not put eo's tables there
+ * with SET default_tablespace).
+ */
+static const char *const owner_settings[][2] = {
+	{"search_path", EO_SAFE_SEARCH_PATH},
+	{"default_tablespace", ""},
+	{"temp_tablespaces", ""},
+	{"default_table_access_method", "heap"},
+};
+
+/*
+ * Act as the extension owner, with owner_settings, until
+ * eo_restore_identity(saved).  Restricted, so that nothing that runs
+ * meanwhile can change session state behind the caller.  A setting that
+ * already has its value is left alone (the worker pins them all).  An
+ * error in between needs no cleanup: (sub)transaction abort restores the
+ * user and the settings.
  */
 void
 eo_become_owner(EoIdentity *saved)
@@ -295,6 +340,17 @@ eo_become_owner(EoIdentity *saved)
 	Oid			owner = eo_catalog()->owner;
 
 	GetUserIdAndSecContext(&saved->userid, &saved->sec_context);
+	saved->guc_level = 0;
+	for (int i = 0; i < lengthof(owner_settings); i++)
+	{
+		if (strcmp(GetConfigOption(owner_settings[i][0], false, false),
+				   owner_settings[i][1]) == 0)
+			continue;
+		if (saved->guc_level == 0)
+			saved->guc_level = NewGUCNestLevel();
+		(void) set_config_option(owner_settings[i][0], owner_settings[i][1],
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	}
 	SetUserIdAndSecContext(owner, saved->sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 }
@@ -303,6 +359,8 @@ void
 eo_restore_identity(const EoIdentity *saved)
 {
 	SetUserIdAndSecContext(saved->userid, saved->sec_context);
+	if (saved->guc_level > 0)
+		AtEOXact_GUC(true, saved->guc_level);
 }
 
 /*
@@ -343,9 +401,10 @@ eo_prepare_kept(const char *sql, int nargs, Oid *argtypes)
  * eo_internal, which only the owner may name, is parsed again when its
  * plan was invalidated or when the search path in effect differs from the
  * one it was planned with, and neither may happen when it then runs as the
- * caller.  So the search path is pinned (to pg_catalog alone: the same
- * for every role, where a "$user" entry, or a schema without USAGE for
- * one of the two, would differ), and running right after this takes no
+ * caller.  So the search path is pinned, to the one eo_become_owner sets
+ * (pg_catalog and pg_temp: the same for every role, where a "$user" entry,
+ * or a schema without USAGE for one of the two, would differ), and
+ * running right after this takes no
  * lock not already held, so no invalidation comes in between.
  */
 int
@@ -355,7 +414,7 @@ eo_plan_ready(SPIPlanPtr plan)
 	CachedPlan *cplan;
 	int			level = NewGUCNestLevel();
 
-	(void) set_config_option("search_path", "pg_catalog", PGC_USERSET, PGC_S_SESSION,
+	(void) set_config_option("search_path", EO_SAFE_SEARCH_PATH, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	eo_become_owner(&saved);
 	cplan = SPI_plan_get_cached_plan(plan);

@@ -1325,6 +1325,7 @@ eo_outbox_create(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);
+	eo_lock_internal_schema();	/* all of it is made there first */
 	relid = get_relname_relid(a.name, a.nsp);
 	if (OidIsValid(relid))
 	{

@@ -43,15 +43,6 @@
 
 
 /*
- * Longest that dropping a partition may make emitters wait, in
- * milliseconds, unless the session sets lock_timeout: the drop needs
- * ACCESS EXCLUSIVE on the outbox table, and a lock request that waits
- * makes every later INSERT queue behind it.  Past this the drop gives up
- * until the next pass.
- */
-#define EO_OUTBOX_DROP_LOCK_TIMEOUT_MS 100
-
-/*
  * The partitions of an outbox table with their bounds (NULL for MINVALUE /
  * MAXVALUE), oldest first, read from the catalog by the table's OID.
  * pg_get_expr() renders the bounds in this session's settings, so casting
@@ -125,6 +116,7 @@ make_partition(EoOutbox *ob, const char *part, const char *lo, const char *hi)
 {
 	char	   *table = eo_internal_name(part);
 
+	eo_lock_internal_schema();	/* or a clear error: never a wait without bound */
 	run_sql(psprintf("CREATE TABLE %s (LIKE eo_internal.eo_outbox_template)", table));
 	run_sql(psprintf("ALTER TABLE %s ADD CONSTRAINT eo_outbox_row CHECK (%s) NOT VALID",
 					 table, eo_ob_row_check_expr(ob)));
@@ -190,8 +182,10 @@ eo_ob_make_partitions(EoOutbox *ob)
 
 /*
  * Lock the outbox table, make sure the partition is still fully delivered
- * (`delivered`, the relay's judgement), drop it.  Waits at most lock_timeout (or EO_OUTBOX_DROP_LOCK_TIMEOUT_MS
- * if it is 0) for the lock; a subtransaction undoes everything (and frees
+ * (`delivered`, the relay's judgement), drop it.  Waits at most
+ * lock_timeout (or EO_LOCK_WAIT_MS if it is 0) for the lock: the drop
+ * needs ACCESS EXCLUSIVE on the outbox table, and a lock request that
+ * waits makes every later INSERT queue behind it; a subtransaction undoes everything (and frees
  * the locks) when it gives up or finds the partition undelivered after
  * all.  Returns the action taken.
  */
@@ -204,7 +198,7 @@ drop_partition(EoOutbox *ob, const EoPartition *part, EoDelivered delivered)
 	int			nest = NewGUCNestLevel();
 
 	(void) set_config_option("lock_timeout",
-							 psprintf("%d", LockTimeout > 0 ? LockTimeout : EO_OUTBOX_DROP_LOCK_TIMEOUT_MS),
+							 psprintf("%d", LockTimeout > 0 ? LockTimeout : EO_LOCK_WAIT_MS),
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
@@ -308,6 +302,12 @@ retire_partitions(EoOutbox *ob, List *actions, EoDelivered delivered)
 	return actions;
 }
 
+static void
+lock_schema(void *arg)
+{
+	eo_lock_internal_schema();
+}
+
 typedef struct MaintainCall
 {
 	const char *name;
@@ -357,13 +357,22 @@ eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg)
 {
 	ListCell   *lc;
 	int			failed = 0;
+	List	   *names = eo_ob_names(EO_OUTBOX_TABLE);
+	ErrorData  *error;
+	bool		can_create = names == NIL || eo_try(lock_schema, NULL, &error);
 
-	foreach(lc, eo_ob_names(EO_OUTBOX_TABLE))
+	/* One wait for the schema, held for the rest, not one per outbox. */
+	if (!can_create)
 	{
-		for (int retire = 0; retire <= 1; retire++)
+		eo_warn_failure(error, "making outbox partitions ahead",
+						"Retention goes on; partitions are made at the next pass.");
+		failed++;
+	}
+	foreach(lc, names)
+	{
+		for (int retire = can_create ? 0 : 1; retire <= 1; retire++)
 		{
 			MaintainCall call = {(const char *) lfirst(lc), retire == 1, delivered, NIL};
-			ErrorData  *error;
 			ListCell   *al;
 
 			if (!eo_try(maintain_step, &call, &error))

@@ -331,6 +331,7 @@ static void
 as_caller(RelayCall *call, EoIdentity *owner)
 {
 	GetUserIdAndSecContext(&owner->userid, &owner->sec_context);
+	owner->guc_level = 0;		/* the settings stay as relay_begin pinned them */
 	SetUserIdAndSecContext(call->caller.userid, call->caller.sec_context);
 }
 

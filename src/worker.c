@@ -96,6 +96,19 @@ eo_register_launcher(void)
 	RegisterBackgroundWorker(&worker);
 }
 
+/*
+ * Connecting waits for a lock on the database, for which anyone can queue
+ * a DROP DATABASE behind an open transaction (locks.c): that wait is
+ * bounded too, at a priority that ALTER DATABASE or ROLE ... SET cannot
+ * override.  A connection that gives up ends the process (FATAL), and the
+ * database waits for the next pass.
+ */
+static void
+bound_lock_waits(void)
+{
+	SetConfigOption("lock_timeout", CppAsString2(EO_LOCK_WAIT_MS), PGC_SUSET, PGC_S_OVERRIDE);
+}
+
 /* Is this database named in eo.databases (or is the list empty)? */
 static bool
 database_selected(const char *datname)
@@ -271,6 +284,7 @@ eo_launcher_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	bound_lock_waits();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	for (;;)
@@ -303,33 +317,26 @@ eo_launcher_main(Datum main_arg)
 }
 
 /*
- * Is eo installed here?  Takes a share lock on the extension first, held to
- * the end of the step's transaction, so that a DROP EXTENSION in progress
- * is waited for and then seen, instead of pulling the tables away from
- * under the step.
+ * Is eo installed here, and may this step go on?  The step takes a share
+ * lock on the extension when it is free at once, so that the owner's DROP
+ * or ALTER EXTENSION waits for the step instead of pulling tables away
+ * from under it.  It never waits for that lock: anyone can queue a DROP
+ * EXTENSION for it behind an open transaction (locks.c).  When it is not
+ * free, a superuser or a member of the owner holding or awaiting it is
+ * about to drop or change eo, and the database is left alone this pass;
+ * anyone else's request will fail its ownership check once granted, so
+ * the step goes on without the lock (its other waits are bounded).
  */
 static bool
 extension_present(void)
 {
+	static bool reported = false;	/* once per pass (a process) */
 	Oid			ext = get_extension_oid("eo", true);
+	LOCKTAG		tag;
+	bool		trusted;
+	char	   *who;
 
 	if (!OidIsValid(ext))
-		return false;
-	if (!ConditionalLockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock))
-	{
-		/*
-		 * Only the extension's owner can hold a conflicting lock (DROP or
-		 * ALTER EXTENSION): wait for it, however long, unlike the pinned
-		 * lock_timeout that bounds waits on others' objects.
-		 */
-		int			level = NewGUCNestLevel();
-
-		(void) set_config_option("lock_timeout", "0", PGC_SUSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
-		AtEOXact_GUC(true, level);
-	}
-	if (!OidIsValid(get_extension_oid("eo", true)))
 		return false;
 	if (!OidIsValid(get_namespace_oid(EO_INTERNAL_SCHEMA, true)))
 	{
@@ -339,7 +346,58 @@ extension_present(void)
 				 errhint("Run ALTER EXTENSION eo UPDATE there.")));
 		return false;
 	}
+	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, ExtensionRelationId, ext, 0);
+	if (eo_lock_within(&tag, AccessShareLock, 0))
+		return OidIsValid(get_extension_oid("eo", true));	/* not dropped meanwhile */
+
+	who = eo_lock_blockers(&tag, AccessShareLock, eo_catalog()->owner, &trusted);
+	if (trusted)
+	{
+		ereport(DEBUG1,
+				(errmsg("eo: leaving database \"%s\" for the next pass: extension eo is being changed",
+						get_database_name(MyDatabaseId)),
+				 errdetail("%s.", who)));
+		return false;
+	}
+	if (who != NULL && !reported)
+	{
+		reported = true;
+		ereport(LOG,
+				(errmsg("eo: a lock request on extension eo that will be refused is queued in database \"%s\"; maintenance goes on without waiting for it",
+						get_database_name(MyDatabaseId)),
+				 errdetail("%s.", who),
+				 errhint("Only the extension's owner may drop or change it; end those sessions with pg_terminate_backend().")));
+	}
 	return true;
+}
+
+/*
+ * A step's error, reported and rolled back.  A lock that was not free
+ * within lock_timeout is no error of eo's: the step's objects are left
+ * for the next pass (log_lock_waits, pinned on, has named who held it).
+ */
+static void
+step_failed(const char *activity, EoStep which)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	ErrorData  *edata = CopyErrorData();
+	bool		lock = edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
+
+	MemoryContextSwitchTo(old);
+	if (!lock)
+		EmitErrorReport();
+	AbortCurrentTransaction();
+	FlushErrorState();
+	if (lock)
+	{
+		ereport(LOG,
+				(errmsg("%s: left for the next pass, a lock was not free within %d ms",
+						activity, EO_LOCK_WAIT_MS),
+				 errdetail_internal("%s", edata->message)));
+		eo_stat_count(EO_STAT_LOCK_WAITS_GIVEN_UP);
+	}
+	eo_stat_step_failed(which);
+	FreeErrorData(edata);
 }
 
 /*
@@ -369,11 +427,8 @@ run_in_transaction(const char *activity, EoStep which, void (*step) (void *), vo
 	PG_CATCH();
 	{
 		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortCurrentTransaction();
-		FlushErrorState();
+		step_failed(activity, which);
 		RESUME_INTERRUPTS();
-		eo_stat_step_failed(which);
 	}
 	PG_END_TRY();
 	pgstat_report_stat(false);
@@ -389,17 +444,21 @@ static void
 pin_session(void)
 {
 	static const char *const pinned[][2] = {
-		{"search_path", "pg_catalog, pg_temp"},
+		{"search_path", EO_SAFE_SEARCH_PATH},
 		{"default_transaction_read_only", "off"},
 		{"default_transaction_isolation", "read committed"},
 		{"default_transaction_deferrable", "off"},
 		{"statement_timeout", "0"},
 		/*
-		 * a lock someone holds (an open ANALYZE, a prepared transaction)
-		 * makes that object's step give up until the next pass, not the
-		 * pass hang; and no writer queues behind a pass for longer
+		 * a lock someone holds or queued for (an open ANALYZE, a prepared
+		 * transaction, a DROP that will be refused: locks.c) makes that
+		 * object's step give up until the next pass, not the pass hang; no
+		 * writer queues behind a pass for longer; and before giving up, the
+		 * wait is logged with who holds the lock and who queues for it
 		 */
-		{"lock_timeout", "100ms"},
+		{"lock_timeout", CppAsString2(EO_LOCK_WAIT_MS)},
+		{"log_lock_waits", "on"},
+		{"deadlock_timeout", CppAsString2(EO_LOCK_WAIT_LOG_MS)},
 		{"exit_on_error", "off"},	/* an object's error must stay an error */
 		{"idle_in_transaction_session_timeout", "0"},
 		{"transaction_timeout", "0"},	/* 17 and later */
@@ -414,6 +473,34 @@ pin_session(void)
 		{"enable_seqscan", "on"},
 		{"check_function_bodies", "on"},
 		{"client_min_messages", "notice"},
+		{"transform_null_equals", "off"},
+		{"idle_session_timeout", "0"},
+		/*
+		 * what makes a pass slow or draws on shared resources: JIT
+		 * compilation and parallel workers (from the pool that queries and
+		 * replication share) for statements that touch a few rows
+		 */
+		{"jit", "off"},
+		{"max_parallel_workers_per_gather", "0"},
+		{"force_parallel_mode", "off"},	/* 15 */
+		{"debug_parallel_query", "off"},	/* 16 and later */
+		{"parallel_setup_cost", "1000"},
+		{"parallel_tuple_cost", "0.1"},
+		{"min_parallel_table_scan_size", "8MB"},
+		{"min_parallel_index_scan_size", "512kB"},
+		/* plan shapes eo's statements were written for */
+		{"enable_indexscan", "on"},
+		{"enable_indexonlyscan", "on"},
+		{"enable_bitmapscan", "on"},
+		{"enable_tidscan", "on"},
+		{"enable_sort", "on"},
+		{"enable_hashagg", "on"},
+		{"enable_hashjoin", "on"},
+		{"enable_mergejoin", "on"},
+		{"enable_nestloop", "on"},
+		{"enable_material", "on"},
+		{"enable_partition_pruning", "on"},
+		{"constraint_exclusion", "partition"},
 	};
 
 	/*
@@ -445,6 +532,7 @@ connect_to_database(Datum main_arg)
 {
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	bound_lock_waits();
 	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg), InvalidOid,
 											  BGWORKER_BYPASS_ALLOWCONN);
 	pin_session();

@@ -176,6 +176,7 @@ is($m->{naptime_seconds}, 3600, 'eo.naptime in seconds');
 cmp_ok($m->{seconds_since_last_pass}, '<', 60, 'the pass was a moment ago');
 cmp_ok($m->{last_pass_seconds},       '<', 60, 'and short');
 is($m->{"${_}_step_errors"}, 0, "no $_ step failed") for qw(drop reclaim switch retire outbox);
+is($m->{lock_waits_given_up}, 0, 'no lock wait given up');
 
 my $k = scrape('eo_keys')->[0];
 my $stored = run("SELECT count(*) FROM eo_keys()");

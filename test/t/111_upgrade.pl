@@ -9,7 +9,9 @@
 # - with the new library and the old SQL objects, eo's functions refuse
 #   with "run ALTER EXTENSION eo UPDATE" and the worker skips the database;
 # - ALTER EXTENSION eo UPDATE, with the worker running, keeps every key,
-#   lease, token and event, and everything works after it.
+#   lease, token and event, and everything works after it;
+# - in a database whose owner replaced an outbox table, the update stops
+#   with a message that names the outbox and says how to go on.
 
 use strict;
 use warnings;
@@ -80,6 +82,17 @@ SELECT eo_group_create('billing', 'g');
 SELECT count(eo_emit('billing', 'order', 'o' || (i % 3), 'E' || i, NULL)) FROM generate_series(1, 10) i;
 SELECT eo_relay_ack('billing', 'g', max(lease_token)) FROM eo_relay_fetch('billing', 'g', 3);
 });
+# A database whose owner replaced an outbox table with one of its own
+# (public is its schema, so it may drop eo's table there).
+$node->safe_psql('postgres', q{CREATE ROLE dbo; CREATE DATABASE shop OWNER dbo;});
+$node->safe_psql('shop', q{
+CREATE EXTENSION eo VERSION '0.1.0';
+SELECT eo_outbox_create('orders', slots => 1);
+SELECT eo_outbox_create('kept', slots => 1);
+SET ROLE dbo;
+DROP TABLE public.orders CASCADE;
+CREATE TABLE public.orders (id int);
+});
 my $token = $node->safe_psql('postgres', q{SELECT lease_token FROM eo_status('leased')});
 my $acked = $node->safe_psql('postgres', q{
 SELECT string_agg(e.type, ',' ORDER BY e.type) FROM billing e, eo_outbox_slots s
@@ -131,6 +144,23 @@ cmp_ok($node->safe_psql('postgres', q{SELECT lease_token FROM eo_claim('new', le
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_depend d JOIN eo_internal.eo_generations g
 ON d.objid = g.relid WHERE d.deptype = 'e'}),
 	'0', 'the generation tables are no longer extension members (pg_dump dumps them)');
+
+# The replaced table stops the update, which names the outbox and what to do.
+($ret, $out, $err) = $node->psql('shop', q{ALTER EXTENSION eo UPDATE});
+like($err, qr/ERROR:  the table of outbox "orders" is not the one eo made/,
+	'a replaced outbox table stops the update with a message naming the outbox');
+like($err, qr/DETAIL:  Table public.orders \(or a partition of it\) is owned by role dbo, not by \w+, the owner of extension eo/,
+	'... and saying why');
+like($err, qr/HINT:  .*DELETE FROM public.eo_outboxes WHERE name = 'orders'/,
+	'... and how to go on');
+is($node->safe_psql('shop', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+	'0.1.0', '... the database stays at 0.1.0');
+$node->safe_psql('shop', q{DELETE FROM public.eo_outboxes WHERE name = 'orders'});
+$node->safe_psql('shop', q{ALTER EXTENSION eo UPDATE});
+is($node->safe_psql('shop', q{SELECT name FROM eo_internal.eo_outboxes}),
+	'kept', 'after the hint, the update goes through and keeps the other outbox');
+is($node->safe_psql('shop', q{SELECT count(*) FROM public.orders}),
+	'0', "... and leaves the owner's table alone");
 
 my @types;
 for (1 .. 20)

@@ -1,0 +1,164 @@
+/*-------------------------------------------------------------------------
+ * locks.c
+ *	  Bounded lock waits for maintenance, and who is in the way.
+ *
+ * Why.  PostgreSQL takes the lock on an object before it checks whether
+ * the caller may do what it asked: DROP EXTENSION, DROP SCHEMA and DROP
+ * DATABASE by a role that owns nothing queue for an ACCESS EXCLUSIVE lock
+ * and fail only once they get it.  Any role that can connect can hold a
+ * weak lock on the object in one session (pg_get_object_address) and
+ * queue such a DROP behind it in another; every later request for the
+ * object, however weak, then queues behind the DROP, for as long as the
+ * first session stays open.  So maintenance never waits without bound for
+ * a lock that others can queue on: it waits at most EO_LOCK_WAIT_MS, then
+ * leaves the object for the next pass and says who was in the way (the
+ * pids, their roles and lock modes, as pg_locks shows them).
+ *
+ * Process model: any backend or worker, inside a transaction.  Reading
+ * who is in the way copies the lock table (as pg_locks does), which is
+ * done only after a wait has already failed.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "eo.h"
+
+/*
+ * Take `mode` on `tag` for the rest of the transaction, waiting at most
+ * `timeout_ms` (0: not at all).  False if it was not had in time; the
+ * transaction is then as it was.  While it waits, requests that conflict
+ * with `mode` queue behind it: the bound is also how long they may wait.
+ */
+bool
+eo_lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool locked = true;
+
+	LockAcquireResult got = LockAcquire(tag, mode, false, true);
+
+	if (got != LOCKACQUIRE_NOT_AVAIL)
+	{
+		/* as LockDatabaseObject: see what the holder we waited for did */
+		if (got == LOCKACQUIRE_OK)
+			AcceptInvalidationMessages();
+		return true;
+	}
+	if (timeout_ms <= 0)
+		return false;
+
+	/* lock_timeout is how a wait gives up; a subtransaction undoes it. */
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		int			nest = NewGUCNestLevel();
+
+		(void) set_config_option("lock_timeout", psprintf("%d", timeout_ms),
+								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		(void) LockAcquire(tag, mode, false, false);
+		AcceptInvalidationMessages();
+		AtEOXact_GUC(true, nest);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FreeErrorData(edata);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		locked = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return locked;
+}
+
+/* Does a lock held with `mask`, or awaited in `waits`, conflict with `mode`? */
+static bool
+in_the_way(LOCKMASK mask, LOCKMODE waits, LOCKMODE mode, LOCKMODE *which, bool *waiting)
+{
+	for (LOCKMODE m = 1; m <= MaxLockMode; m++)
+		if ((mask & LOCKBIT_ON(m)) && DoLockModesConflict(m, mode))
+		{
+			*which = m;
+			*waiting = false;
+			return true;
+		}
+	if (waits != NoLock && DoLockModesConflict(waits, mode))
+	{
+		*which = waits;
+		*waiting = true;
+		return true;
+	}
+	return false;
+}
+
+/* The role a backend connected as, or InvalidOid if it is gone. */
+static Oid
+backend_role(int pid)
+{
+	PGPROC	   *proc = BackendPidGetProc(pid);
+
+	return proc == NULL ? InvalidOid : proc->roleId;
+}
+
+/*
+ * Who holds or waits for a lock on `tag` that conflicts with `mode`, as
+ * text for a message ("pid 12 (role \"alice\") holds AccessShareLock,
+ * pid 13 (role \"bob\") waits for AccessExclusiveLock"), or NULL if nobody
+ * does any more.  *trusted (if not NULL) says whether one of them is a
+ * superuser or has the privileges of `owner`: a role entitled to what it
+ * asked for, not one that only queues.
+ */
+char *
+eo_lock_blockers(const LOCKTAG *tag, LOCKMODE mode, Oid owner, bool *trusted)
+{
+	LockData   *data = GetLockStatusData();
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	if (trusted != NULL)
+		*trusted = false;
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+		LOCKMODE	which;
+		bool		waiting;
+		Oid			role;
+		char	   *name;
+
+		if (memcmp(&l->locktag, tag, sizeof(LOCKTAG)) != 0 || l->pid == MyProcPid ||
+			!in_the_way(l->holdMask, l->waitLockMode, mode, &which, &waiting))
+			continue;
+		role = backend_role(l->pid);
+		if (trusted != NULL && OidIsValid(role) &&
+			(superuser_arg(role) || has_privs_of_role(role, owner)))
+			*trusted = true;
+		name = OidIsValid(role) ? GetUserNameFromId(role, true) : NULL;
+		appendStringInfo(&buf, "%spid %d (role \"%s\") %s %s",
+						 buf.len > 0 ? ", " : "", l->pid, name != NULL ? name : "?",
+						 waiting ? "waits for" : "holds",
+						 GetLockmodeName(DEFAULT_LOCKMETHOD, which));
+	}
+	return buf.len > 0 ? buf.data : NULL;
+}
