@@ -800,3 +800,18 @@ REVOKE ALL ON FUNCTION @extschema@.eo_scope_create(pg_catalog.text, pg_catalog.t
 CREATE VIEW @extschema@.eo_scopes AS
 SELECT name, owner, created_at FROM eo_internal.eo_scopes;
 REVOKE ALL ON TABLE @extschema@.eo_scopes FROM PUBLIC;
+
+-- eo_relay_ack(outbox, consumer_group, lease_token, upto_seq): a page
+-- acknowledged in part, up to and including the event with seq upto_seq;
+-- the rest comes back at the slot's next fetch.  For a relay that could
+-- deliver only the start of a page (eo_nats, when the broker refuses one
+-- event): what it delivered is not handed out again.
+CREATE FUNCTION @extschema@.eo_relay_ack(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    lease_token pg_catalog.int8,
+    upto_seq pg_catalog.int8)
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'eo_relay_ack'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;

@@ -147,6 +147,34 @@ SELECT :'newer_token' AS newer_token, :'aggregateid' AS aggregateid, :'type' AS 
 SELECT lease_token AS t5 FROM eo_internal.eo_outbox_slots WHERE grp = 'billing' AND page_state = 'o' \gset
 SELECT eo_relay_ack('orders', 'billing', :t5);
 
+-- A page acknowledged in part (upto_seq): its events up to that seq are
+-- done; the rest comes back first at the next fetch, under a new token.
+SELECT count(eo_emit('orders', 'order', 'o3', 'P' || g, '{}')) AS emitted
+FROM generate_series(1, 5) g;
+CREATE TEMP TABLE part AS SELECT * FROM eo_relay_fetch('orders', 'billing', 10);
+SELECT string_agg(type, ',' ORDER BY seq) AS page FROM part;
+SELECT eo_relay_ack('orders', 'billing', (SELECT max(lease_token) FROM part),
+                    (SELECT seq FROM part ORDER BY seq OFFSET 1 LIMIT 1)) AS acked_two;
+-- (the page counts as released: its token acknowledges nothing more)
+SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)',
+                          (SELECT max(lease_token) FROM part)));
+SELECT string_agg(type, ',' ORDER BY seq) AS rest,
+       count(DISTINCT lease_token) = 1 AND min(lease_token) > (SELECT max(lease_token) FROM part)
+           AS new_token
+FROM eo_relay_fetch('orders', 'billing', 10) \gset
+SELECT :'rest' AS rest, :'new_token' AS new_token;
+SELECT lease_token AS t6 FROM eo_internal.eo_outbox_slots WHERE grp = 'billing' AND page_state = 'o' \gset
+-- below the page's first event: nothing is acknowledged, all comes back
+SELECT eo_relay_ack('orders', 'billing', :t6, 0) AS acked_none;
+SELECT lease_token AS t7, string_agg(type, ',' ORDER BY seq) AS again
+FROM eo_relay_fetch('orders', 'billing', 10) GROUP BY 1 \gset
+SELECT :'again' AS again;
+SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s, NULL)', :t7));
+-- past the page's end: the whole page
+SELECT eo_relay_ack('orders', 'billing', :t7, 9223372036854775807) AS acked_all;
+SELECT backlog FROM eo_outbox_status WHERE consumer_group = 'billing';
+DROP TABLE part;
+
 -- A token this group never issued.
 SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t5 + 1000));
 SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''audit'', %s)', :t5));

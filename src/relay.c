@@ -651,6 +651,7 @@ typedef struct PageReceiver
 	Oid			token_seq;
 	int64		token_group;	/* the group's id, shifted into place */
 	int32		max;
+	bool		count_only;		/* count and find the last seq, return nothing */
 	int32		count;
 	bool		more;			/* a row past max exists */
 	int64		token;			/* drawn at the first row */
@@ -668,6 +669,12 @@ page_receive(TupleTableSlot *slot, DestReceiver *self)
 	{
 		r->more = true;
 		return false;			/* stop the scan */
+	}
+	if (r->count_only)
+	{
+		r->last_seq = DatumGetInt64(slot_getattr(slot, 2, &nulls[0]));
+		r->count++;
+		return true;
 	}
 	if (r->count == 0)
 		r->token = r->token_group |
@@ -782,8 +789,8 @@ run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
  * All of them committed before the dump, so no snapshot of this cluster
  * is involved.  If none is left the section is closed (false).
  */
-static bool
-serve_old(RelayCall *call, Slot *s, PageReceiver *r)
+static int32
+run_old_page(RelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
 {
 	Oid			types[7] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, INT8OID,
 	PG_SNAPSHOTOID, INT8OID};
@@ -792,7 +799,7 @@ serve_old(RelayCall *call, Slot *s, PageReceiver *r)
 
 	values[0] = Int32GetDatum(s->slot);
 	values[1] = Int64GetDatum(Max(s->old_seq, s->old_pos_lo - 1));
-	values[2] = Int64GetDatum(s->old_hi);
+	values[2] = Int64GetDatum(upper);
 	values[3] = s->old_pos_snap;
 	values[4] = Int64GetDatum(s->old_acked_seq);
 	nulls[4] = !s->has_old_batch;
@@ -815,7 +822,13 @@ serve_old(RelayCall *call, Slot *s, PageReceiver *r)
 													" ORDER BY e.seq LIMIT $7", slot, call->ob->view_name, slot),
 											 7, (Oid *) types);
 	}
-	if (run_statement(call, call->ob->old_plan, 7, types, values, nulls, r) > 0)
+	return run_statement(call, call->ob->old_plan, 7, types, values, nulls, r);
+}
+
+static bool
+serve_old(RelayCall *call, Slot *s, PageReceiver *r)
+{
+	if (run_old_page(call, s, s->old_hi, r) > 0)
 		return true;
 	s->has_old = false;
 	return false;
@@ -827,12 +840,16 @@ serve_old(RelayCall *call, Slot *s, PageReceiver *r)
  * Hand out the rest of a batch: the page after the last acknowledged one.
  * Returns false (and closes the batch) if nothing is left of it.
  */
+static int64
+batch_lower(const Slot *s)
+{
+	return s->has_acked ? s->acked_seq : s->pos_lo - 1;
+}
+
 static bool
 serve_batch(RelayCall *call, Slot *s, PageReceiver *r)
 {
-	int64		lower = s->has_acked ? s->acked_seq : s->pos_lo - 1;
-
-	if (run_page(call, s, lower, s->batch_hi, s->pos_snap, s->batch_snap, r) > 0)
+	if (run_page(call, s, batch_lower(s), s->batch_hi, s->pos_snap, s->batch_snap, r) > 0)
 		return true;
 	s->pos_snap = s->batch_snap;
 	s->pos_lo = s->batch_lo;
@@ -1067,9 +1084,65 @@ open_token(FunctionCallInfo fcinfo, TokenArgs *t)
 }
 
 /*
- * eo_relay_ack(outbox, consumer_group, lease_token) returns the number of
- * events acknowledged: the whole page, or 0 if this token's page was
- * acknowledged before (a retried ack).
+ * How many events of the outstanding page of `s` have seq <= upto, and the
+ * last of their seqs (*last): the page statement run again to upto,
+ * counting.  Its events are those it handed out, as the slot's position
+ * has not moved since.
+ */
+static int32
+count_page_upto(RelayCall *call, const Slot *s, int64 upto, int64 *last)
+{
+	PageReceiver r;
+
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = page_receive;
+	r.pub.rStartup = page_startup;
+	r.pub.rShutdown = page_shutdown;
+	r.pub.rDestroy = page_destroy;
+	r.pub.mydest = DestTuplestore;
+	r.max = s->page_count;
+	r.count_only = true;
+	if (s->page_old)
+		(void) run_old_page(call, s, Min(upto, s->page_end), &r);
+	else
+		(void) run_page(call, s, batch_lower(s), Min(upto, s->page_end),
+						s->pos_snap, s->batch_snap, &r);
+	*last = r.last_seq;
+	return r.count;
+}
+
+/* The slot's position moves past the page's events up to seq `end`. */
+static void
+ack_through(Slot *s, int64 end, bool whole)
+{
+	if (s->page_old)
+	{
+		/* a page of an earlier cluster's events (serve_old) */
+		s->old_seq = end;
+		s->has_old = !(whole && s->page_last);
+	}
+	else if (whole && s->page_last)
+	{
+		/* The batch is done: S becomes the slot's position. */
+		s->pos_snap = s->batch_snap;
+		s->pos_lo = s->batch_lo;
+		s->has_batch = false;
+		s->has_acked = false;
+	}
+	else
+	{
+		s->has_acked = true;
+		s->acked_seq = end;
+	}
+}
+
+/*
+ * eo_relay_ack(outbox, consumer_group, lease_token [, upto_seq]) returns
+ * the number of events acknowledged: the whole page, or with upto_seq
+ * those of its events with seq <= upto_seq (the rest of the page comes
+ * back first at the slot's next fetch, as after a release: a relay that
+ * delivered a page only in part acknowledges what it delivered); 0 if
+ * this token's page was acknowledged before (a retried ack).
  */
 Datum
 eo_relay_ack(PG_FUNCTION_ARGS)
@@ -1077,35 +1150,35 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 	TokenArgs	t;
 	Slot	   *s = &t.slot;
 	int32		count = 0;
+	bool		partial = PG_NARGS() > 3;
+	int64		upto = 0;
+	int64		end;
 
+	if (partial && PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("upto_seq must not be null"),
+				 errhint("Give the seq of the last event delivered, or call eo_relay_ack without it.")));
+	if (partial)
+		upto = PG_GETARG_INT64(3);
 	open_token(fcinfo, &t);
 	if (s->page_state == PAGE_OUT)
 	{
-		count = s->page_count;
+		partial = partial && upto < s->page_end;
+		count = partial ? count_page_upto(&t.call, s, upto, &end) : s->page_count;
+		if (!partial)
+			end = s->page_end;
 		s->acked_events += count;
-		if (s->page_old)
+		if (count > 0)
 		{
-			/* a page of an earlier cluster's events (serve_old) */
-			s->old_seq = s->page_end;
-			s->has_old = !s->page_last;
+			ack_through(s, end, !partial);
+			s->has_acked_at = true;
+			s->acked_at = GetCurrentTimestamp();
 		}
-		else if (s->page_last)
-		{
-			/* The batch is done: S becomes the slot's position. */
-			s->pos_snap = s->batch_snap;
-			s->pos_lo = s->batch_lo;
-			s->has_batch = false;
-			s->has_acked = false;
-		}
-		else
-		{
-			s->has_acked = true;
-			s->acked_seq = s->page_end;
-		}
-		s->page_state = PAGE_ACKED;
+		/* the rest of a page acknowledged in part is handed out again */
+		s->page_state = partial ? PAGE_RELEASED : PAGE_ACKED;
+		s->page_count -= partial ? count : 0;
 		s->leased = false;
-		s->has_acked_at = true;
-		s->acked_at = GetCurrentTimestamp();
 		write_slot(t.call.ob->name, t.call.grp, s);
 	}
 	else if (s->page_state != PAGE_ACKED)
