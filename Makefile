@@ -58,3 +58,30 @@ include $(PGXS)
 # Every object depends on the shared headers (PGXS does not track them):
 # a struct that changes must not be read by an object built before.
 $(OBJS): src/eo.h src/compat.h src/outbox.h
+
+# eo_nats: the forwarder of a consumer group to NATS JetStream and its
+# consumer side (src/nats/).  A client program, not part of the server: it
+# links libpq and the NATS C client (Debian's libnats-dev), and is built
+# and installed next to pg_ctl whenever libnats is there.
+NATS_OBJS = src/nats/eo_nats.o src/nats/natsconn.o src/nats/pgconn.o \
+	src/nats/natsmsg.o src/nats/forward.o src/nats/apply.o src/nats/admin.o
+HAVE_LIBNATS := $(shell pkg-config --exists libnats 2>/dev/null && echo yes)
+EXTRA_CLEAN = eo_nats $(NATS_OBJS)
+
+ifeq ($(HAVE_LIBNATS),yes)
+all: eo_nats
+install: install-eo_nats
+endif
+
+$(NATS_OBJS): CPPFLAGS = $(PG_CPPFLAGS) -I$(shell $(PG_CONFIG) --includedir) $(shell pkg-config --cflags libnats)
+$(NATS_OBJS): src/nats/eo_nats.h
+
+eo_nats: $(NATS_OBJS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(NATS_OBJS) -L$(shell $(PG_CONFIG) --libdir) -lpq \
+		$(shell pkg-config --libs libnats) -lpthread
+
+install-eo_nats: eo_nats
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) eo_nats '$(DESTDIR)$(bindir)/eo_nats'
+
+.PHONY: install-eo_nats

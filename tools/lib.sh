@@ -18,7 +18,8 @@ log() { printf '\n== %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The Debian packages that provide all of it.
-PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc"
+# libnats-dev (the NATS C client) builds eo_nats, nats-server runs its test.
+PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc pkg-config libnats-dev nats-server"
 
 # Everything a fresh Debian 12 machine lacks to build and test the extension.
 missing_tools() {
@@ -28,6 +29,8 @@ missing_tools() {
     command -v prove >/dev/null || echo prove
     perl -MIPC::Run -e1 2>/dev/null || echo IPC::Run
     [ -x "$PG_CONFIG" ] && [ -x "$("$PG_CONFIG" --bindir)/pgbench" ] || echo pgbench
+    pkg-config --exists libnats 2>/dev/null || echo libnats
+    command -v nats-server >/dev/null || echo nats-server
 }
 
 ensure_packages() {

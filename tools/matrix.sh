@@ -156,7 +156,8 @@ in_chroot() {
 # <dir>.new and renamed when complete, so a failed attempt never looks ready.
 make_chroot() {
     local suite=$1 major=$2 dir=$3 new=$3.new mirror start
-    if [ -f "$dir/.eo-ready" ] && grep -qx "postgresql-$major" "$dir/.eo-ready"; then
+    if [ -f "$dir/.eo-ready" ] && grep -qx "postgresql-$major" "$dir/.eo-ready" &&
+       grep -qx nats "$dir/.eo-ready"; then
         echo "reusing the chroot $dir"
         return 0
     fi
@@ -188,11 +189,11 @@ make_chroot() {
         "$new/etc/postgresql-common/createcluster.conf" || die "createcluster.conf not found"
     in_chroot "$new" apt-get -q install -y --no-install-recommends \
         "postgresql-$major" "postgresql-server-dev-$major" make gcc libc6-dev \
-        libipc-run-perl perl ||
+        libipc-run-perl perl pkg-config libnats-dev nats-server ||
         die "installing PostgreSQL $major in the $suite chroot failed"
     in_chroot "$new" apt-get -q clean
     umount_all
-    echo "postgresql-$major" >"$new/.eo-ready"
+    printf 'postgresql-%s\nnats\n' "$major" >"$new/.eo-ready"
     mv "$new" "$dir" || die "could not rename $new"
     echo "chroot $dir made in $(fmt_time $((SECONDS - start)))"
 }

@@ -82,6 +82,9 @@ old_source() {
 
 main() {
     ensure_packages
+    # ensure_packages installed nats-server and libnats: the NATS test
+    # (test/t/120_nats.pl) must run, not skip
+    export EO_REQUIRE_NATS=1
     build_install
     make_scratch
     copy_repo

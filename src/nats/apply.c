@@ -1,0 +1,300 @@
+/*-------------------------------------------------------------------------
+ * apply.c
+ *	  eo_nats apply: the consumer side.  JetStream messages from a durable
+ *	  pull consumer are applied in a database, each exactly once, with
+ *	  eo_claim(event id) in the same transaction as their effect; the
+ *	  message is acknowledged to JetStream only after COMMIT.
+ *
+ * For each message, in its own transaction:
+ *	  BEGIN; SELECT status FROM eo_claim(<Nats-Msg-Id>, scope => ...);
+ *	  claimed:	 run --sql ($1 id, $2 subject, $3 payload, $4 headers); COMMIT;
+ *				 then ack
+ *	  duplicate: ROLLBACK; ack (it was applied before: a redelivery)
+ *	  busy:		 ROLLBACK; nak with a delay (another session holds the key,
+ *				 or a retry is not due yet)
+ *	  dead:		 ROLLBACK; terminate the message (eo.max_attempts failures)
+ * If --sql fails: ROLLBACK, then eo_fail(id, error, sqlstate) in a new
+ * transaction (a retry after 5 s; 'dead' after eo.max_attempts, or at once
+ * for a final SQLSTATE), and nak or terminate.  Killed between COMMIT and
+ * ack, the message comes back, and eo_claim says duplicate: nothing is
+ * applied twice.  Lost connections are made again with backoff; the
+ * unacknowledged message is redelivered by JetStream.
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eo_nats.h"
+
+#define RETRY_MS 5000
+
+typedef enum
+{
+	APPLIED, DUPLICATE, BUSY, DEAD, FAILED_RETRY, LOST
+} Outcome;
+
+/* The message's headers as a JSON object {key: value or [values]}. */
+static char *
+headers_json(natsMsg *msg)
+{
+	const char **keys = NULL;
+	int			nkeys = 0;
+	JsonBuf		b;
+
+	json_init(&b);
+	json_add(&b, "{");
+	if (natsMsgHeader_Keys(msg, &keys, &nkeys) == NATS_OK)
+	{
+		for (int k = 0; k < nkeys; k++)
+		{
+			const char **values = NULL;
+			int			nvalues = 0;
+
+			json_add(&b, k > 0 ? "," : "");
+			json_string(&b, keys[k]);
+			json_add(&b, ":");
+			if (natsMsgHeader_Values(msg, keys[k], &values, &nvalues) != NATS_OK || nvalues == 0)
+				json_add(&b, "null");
+			else if (nvalues == 1)
+				json_string(&b, values[0]);
+			else
+			{
+				json_add(&b, "[");
+				for (int v = 0; v < nvalues; v++)
+				{
+					json_add(&b, v > 0 ? "," : "");
+					json_string(&b, values[v]);
+				}
+				json_add(&b, "]");
+			}
+			free((void *) values);
+		}
+		free((void *) keys);
+	}
+	json_add(&b, "}");
+	return b.data;
+}
+
+/* Run `sql`; true if it came back as `want`.  The result in *out if asked. */
+static bool
+run(PGconn *pg, const char *sql, int n, const Oid *types, const char *const *params,
+	ExecStatusType want, const char *what, PGresult **out)
+{
+	PGresult   *res = PQexecParams(pg, sql, n, types, params, NULL, NULL, 0);
+	bool		ok = pg_ok(pg, res, want, what);
+
+	if (out != NULL && ok)
+		*out = res;
+	else
+		PQclear(res);
+	return ok;
+}
+
+/* After --sql failed: the attempt recorded with eo_fail, in a new transaction. */
+static Outcome
+record_failure(PGconn *pg, const Config *cfg, const char *id, PGresult *err)
+{
+	const char *message = err ? PQresultErrorField(err, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	const char *state = err ? PQresultErrorField(err, PG_DIAG_SQLSTATE) : NULL;
+	const char *params[4] = {id, message ? message : "failed", cfg->scope, state};
+	static const Oid types[4] = {25, 25, 25, 25};
+	PGresult   *res;
+	Outcome		o = FAILED_RETRY;
+
+	if (!run(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, "ROLLBACK", NULL))
+		return LOST;
+	if (!run(pg, "SELECT eo_fail($1, $2, retry_after => '5 s', scope => $3, sqlstate => $4)",
+			 4, types, params, PGRES_TUPLES_OK, "eo_fail", &res))
+		return pg_conn_lost(pg) ? LOST : FAILED_RETRY;
+	if (strcmp(PQgetvalue(res, 0, 0), "dead") == 0)
+		o = DEAD;
+	PQclear(res);
+	return o;
+}
+
+/* Claim, apply and commit one message's event.  See the header. */
+static Outcome
+apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
+{
+	static const Oid claim_types[2] = {25, 25};
+	static const Oid sql_types[4] = {25, 25, 3802, 3802};	/* text, text, jsonb, jsonb */
+	const char *claim_params[2] = {id, cfg->scope};
+	char	   *payload = strndup(natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "",
+								  (size_t) natsMsg_GetDataLength(msg));
+	char	   *headers = headers_json(msg);
+	const char *params[4] = {id, natsMsg_GetSubject(msg), payload[0] ? payload : "null", headers};
+	PGresult   *res = NULL;
+	Outcome		o = LOST;
+
+	if (!run(pg, "BEGIN", 0, NULL, NULL, PGRES_COMMAND_OK, "BEGIN", NULL) ||
+		!run(pg, "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types,
+			 claim_params, PGRES_TUPLES_OK, "eo_claim", &res))
+		goto out;
+	if (strcmp(PQgetvalue(res, 0, 0), "claimed") != 0)
+	{
+		const char *status = PQgetvalue(res, 0, 0);
+
+		o = strcmp(status, "duplicate") == 0 ? DUPLICATE : strcmp(status, "busy") == 0 ? BUSY : DEAD;
+		if (!run(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, "ROLLBACK", NULL))
+			o = LOST;
+		goto out;
+	}
+	PQclear(res);
+	res = PQexecParams(pg, cfg->sql, 4, sql_types, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		(void) pg_ok(pg, res, PGRES_TUPLES_OK, "--sql");
+		o = pg_conn_lost(pg) ? LOST : record_failure(pg, cfg, id, res);
+		goto out;
+	}
+	o = run(pg, "COMMIT", 0, NULL, NULL, PGRES_COMMAND_OK, "COMMIT", NULL) ? APPLIED : LOST;
+	if (o == APPLIED)
+		crash_point("after-commit");
+out:
+	PQclear(res);
+	free(payload);
+	free(headers);
+	return o;
+}
+
+/* Tell JetStream what became of the message. */
+static void
+answer(natsMsg *msg, Outcome o, const char *id, long long *applied)
+{
+	natsStatus	s = NATS_OK;
+
+	switch (o)
+	{
+		case APPLIED:
+			(*applied)++;
+			/* fall through */
+		case DUPLICATE:
+			s = natsMsg_AckSync(msg, NULL, NULL);
+			break;
+		case BUSY:
+		case FAILED_RETRY:
+			s = natsMsg_NakWithDelay(msg, RETRY_MS, NULL);
+			break;
+		case DEAD:
+			log_msg("error", "event %s is dead (eo.max_attempts failures, or a final one):"
+					" JetStream will not deliver it again; see eo_status('%s')", id, id);
+			s = natsMsg_Term(msg, NULL);
+			break;
+		case LOST:
+			break;				/* JetStream delivers it again after AckWait */
+	}
+	if (s != NATS_OK)
+		log_msg("warning", "JetStream did not take the answer for event %s: %s"
+				" (it will deliver the message again; eo_claim says duplicate)",
+				id, nats_error(s));
+}
+
+/*
+ * The subject the durable consumer takes: --filter, or else the stream's
+ * subject if it has one (a stream of several needs --filter).  malloc'd.
+ */
+static char *
+filter_of(jsCtx *js, const Config *cfg)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode	code = 0;
+	char	   *filter = NULL;
+	natsStatus	s;
+
+	if (cfg->filter)
+		return strdup(cfg->filter);
+	s = js_GetStreamInfo(&si, js, cfg->stream, NULL, &code);
+	if (s != NATS_OK)
+		log_msg("error", "stream \"%s\": %s", cfg->stream,
+				s == NATS_NOT_FOUND ? "it does not exist" : nats_error(s));
+	else if (si->Config->SubjectsLen != 1)
+		log_msg("error", "stream \"%s\" takes %d subjects: give --filter", cfg->stream,
+				si->Config->SubjectsLen);
+	else
+		filter = strdup(si->Config->Subjects[0]);
+	jsStreamInfo_Destroy(si);
+	return filter;
+}
+
+static natsSubscription *
+subscribe(jsCtx *js, const Config *cfg)
+{
+	natsSubscription *sub = NULL;
+	jsSubOptions so;
+	jsErrCode	code = 0;
+	char	   *filter = filter_of(js, cfg);
+	natsStatus	s;
+
+	if (filter == NULL)
+		return NULL;
+	jsSubOptions_Init(&so);
+	so.Stream = cfg->stream;
+	so.Config.AckPolicy = js_AckExplicit;
+	so.Config.AckWait = (int64_t) cfg->ack_wait_ms * 1000000;	/* redelivery after */
+	so.Config.MaxAckPending = cfg->batch * 2;
+	s = js_PullSubscribe(&sub, js, filter, cfg->durable, NULL, &so, &code);
+	free(filter);
+	if (s != NATS_OK)
+	{
+		log_msg("error", "cannot subscribe to stream \"%s\" as durable \"%s\": %s (code %d)",
+				cfg->stream, cfg->durable, nats_error(s), (int) code);
+		return NULL;
+	}
+	return sub;
+}
+
+int
+apply_main(const Config *cfg)
+{
+	natsConnection *nc = nats_connect(cfg);
+	jsCtx	   *js = NULL;
+	natsSubscription *sub = NULL;
+	PGconn	   *pg = NULL;
+	long long	applied = 0;
+	int			rc = 0;
+
+	if (nc == NULL || natsConnection_JetStream(&js, nc, NULL) != NATS_OK ||
+		(sub = subscribe(js, cfg)) == NULL)
+		return 1;
+	log_msg("info", "applying stream \"%s\" (durable \"%s\")", cfg->stream, cfg->durable);
+	while (!stop_requested)
+	{
+		natsMsgList list = {0};
+		natsStatus	s;
+
+		if ((pg = pg_ensure(pg, cfg)) == NULL)
+			break;
+		s = natsSubscription_Fetch(&list, sub, cfg->batch, 2000, NULL);
+		if (s == NATS_TIMEOUT && cfg->once)
+			break;
+		if (s != NATS_OK && s != NATS_TIMEOUT)
+		{
+			log_msg("warning", "fetching from JetStream: %s", nats_error(s));
+			sleep_ms(1000);
+		}
+		for (int i = 0; i < list.Count && !stop_requested; i++)
+		{
+			natsMsg    *msg = list.Msgs[i];
+			const char *id = NULL;
+
+			if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
+			{
+				log_msg("error", "a message on \"%s\" has no Nats-Msg-Id: it is not an eo event;"
+						" terminated", natsMsg_GetSubject(msg));
+				natsMsg_Term(msg, NULL);
+				continue;
+			}
+			answer(msg, apply_one(pg, cfg, msg, id), id, &applied);
+			if (pg_conn_lost(pg))
+				break;			/* the rest come back after AckWait */
+		}
+		natsMsgList_Destroy(&list);
+	}
+	log_msg("info", "stopping: %lld events applied", applied);
+	PQfinish(pg);
+	natsSubscription_Destroy(sub);
+	jsCtx_Destroy(js);
+	natsConnection_Destroy(nc);
+	return rc;
+}

@@ -1,0 +1,480 @@
+/*-------------------------------------------------------------------------
+ * forward.c
+ *	  eo_nats forward: one consumer group of an outbox delivered to NATS
+ *	  JetStream, at least once, deduplicated there by event id.
+ *
+ * The loop.  Fetch a page (eo_relay_fetch, its own transaction), publish
+ * its events to JetStream with header Nats-Msg-Id = the event id, wait
+ * for JetStream's acknowledgement (PubAck) of each, then acknowledge the
+ * page to eo (eo_relay_ack).  A forwarder killed anywhere in between
+ * loses nothing: the page's lease ends, the page comes back, the events
+ * are published again and JetStream drops the copies it already stored
+ * (within the stream's duplicate window, which must outlast a lease).
+ * Several forwarders of one group share its slots, as relays do.
+ *
+ * Order.  A page holds one slot's events in seq order, and an aggregate's
+ * events are all in one slot.  They are published in waves: wave k holds
+ * the k-th event of every aggregate of the page, and the next wave starts
+ * only once every event of this one was acknowledged, so no event is
+ * published before the one before it in its aggregate was stored.  Events
+ * of different aggregates are in flight together.
+ *
+ * Failures.  An event JetStream does not acknowledge (no stream takes the
+ * subject, the stream refuses it, the payload is over the server's
+ * max_payload, no answer in --ack-wait) is logged with its id and cause;
+ * its aggregate's later events are not published.  The page is then
+ * acknowledged up to its first event not delivered (eo_relay_ack with
+ * upto_seq), so what was delivered is not handed out again, and the rest
+ * comes back at the slot's next fetch, after a backoff.  Other slots are
+ * not held up.  Losing PostgreSQL or NATS: reconnect with backoff; nothing
+ * is held meanwhile (a fetch holds its slot's row lock only for its own
+ * statement), so claims, emits and eo's maintenance never wait for NATS.
+ *
+ * Threads.  libnats calls on_puback on a thread of its own; it only
+ * records the outcome under `lock`.  Everything else, libpq included,
+ * runs on the main thread.
+ *-------------------------------------------------------------------------
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eo_nats.h"
+
+/*
+ * A page, each event with its headers as "key<TAB>value" lines: only keys
+ * that can be NATS header names (printable ASCII, no ':' or space) and
+ * are not reserved (Nats-*, the library's and server's; Eo-*, ours); a
+ * value as its string if it is a JSON string without CR or LF, else as
+ * its JSON text.  The whole object also goes as Eo-Headers, so nothing a
+ * producer wrote is lost and no header can make an event undeliverable.
+ */
+#define FETCH_SQL \
+	"SELECT lease_token, seq, id::text, aggregatetype, aggregateid, type," \
+	" coalesce(payload::text, 'null'), headers::text," \
+	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
+	" CASE WHEN jsonb_typeof(headers) = 'object' THEN" \
+	"  (SELECT string_agg(h.key || E'\\t' || CASE WHEN jsonb_typeof(h.value) = 'string'" \
+	"     AND h.value #>> '{}' !~ E'[\\r\\n]' THEN h.value #>> '{}' ELSE h.value::text END," \
+	"     E'\\n' ORDER BY h.key)" \
+	"   FROM jsonb_each(headers) h" \
+	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '^(nats|eo)-') END" \
+	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8))"
+
+typedef enum
+{
+	EV_WAITING,					/* not published yet */
+	EV_IN_FLIGHT,
+	EV_STORED,					/* acknowledged by JetStream */
+	EV_FAILED,
+	EV_HELD						/* an earlier event of its aggregate failed */
+} EventState;
+
+typedef struct Page
+{
+	PGresult   *res;
+	int			n;
+	long long	token;
+	Event	   *ev;
+	EventState *state;
+	char	  **cause;			/* of EV_FAILED, malloc'd */
+	int		   *wave;			/* the event's rank in its aggregate */
+	int			duplicates;		/* acknowledged as already stored */
+} Page;
+
+typedef struct Forwarder
+{
+	const Config *cfg;
+	PGconn	   *pg;
+	natsConnection *nc;
+	jsCtx	   *js;
+	int64_t		max_payload;
+	pthread_mutex_t lock;		/* guards page->state/cause during a wave */
+	Page	   *page;			/* the page whose wave is in flight */
+	long long	events;			/* delivered since start */
+	long long	pages;
+} Forwarder;
+
+/* libnats' thread: record what JetStream said about one message. */
+static void
+on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+	Forwarder  *f = closure;
+	const char *id = NULL;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->page != NULL && natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK)
+	{
+		Page	   *p = f->page;
+
+		for (int i = 0; i < p->n; i++)
+		{
+			if (p->state[i] != EV_IN_FLIGHT || strcmp(p->ev[i].id, id) != 0)
+				continue;
+			if (pa != NULL)
+			{
+				p->state[i] = EV_STORED;
+				p->duplicates += pa->Duplicate ? 1 : 0;
+			}
+			else
+			{
+				p->state[i] = EV_FAILED;
+				p->cause[i] = strdup(pae && pae->ErrText && pae->ErrText[0]
+									 ? pae->ErrText
+									 : natsStatus_GetText(pae ? pae->Err : NATS_ERR));
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	natsMsg_Destroy(msg);
+}
+
+/* ---- the page ---- */
+
+static bool
+fetch(Forwarder *f, Page *p)
+{
+	char		max[16];
+	char		lease[16];
+	const char *params[4] = {f->cfg->outbox, f->cfg->group, max, lease};
+
+	snprintf(max, sizeof(max), "%d", f->cfg->max_events);
+	snprintf(lease, sizeof(lease), "%d", f->cfg->lease_secs);
+	memset(p, 0, sizeof(*p));
+	p->res = PQexecParams(f->pg, FETCH_SQL, 4, NULL, params, NULL, NULL, 0);
+	if (!pg_ok(f->pg, p->res, PGRES_TUPLES_OK, "eo_relay_fetch"))
+	{
+		PQclear(p->res);
+		p->res = NULL;
+		return false;
+	}
+	p->n = PQntuples(p->res);
+	if (p->n == 0)
+		return true;
+	p->token = atoll(PQgetvalue(p->res, 0, 0));
+	p->ev = calloc(p->n, sizeof(Event));
+	p->state = calloc(p->n, sizeof(EventState));
+	p->cause = calloc(p->n, sizeof(char *));
+	p->wave = calloc(p->n, sizeof(int));
+	for (int i = 0; i < p->n; i++)
+	{
+		Event	   *e = &p->ev[i];
+
+		e->seq = atoll(PQgetvalue(p->res, i, 1));
+		e->id = PQgetvalue(p->res, i, 2);
+		e->aggregatetype = PQgetvalue(p->res, i, 3);
+		e->aggregateid = PQgetvalue(p->res, i, 4);
+		e->type = PQgetvalue(p->res, i, 5);
+		e->payload = PQgetvalue(p->res, i, 6);
+		e->headers = PQgetisnull(p->res, i, 7) ? NULL : PQgetvalue(p->res, i, 7);
+		e->created_at = PQgetvalue(p->res, i, 8);
+		e->header_lines = PQgetisnull(p->res, i, 9) ? NULL : PQgetvalue(p->res, i, 9);
+		/* its rank in its aggregate: the earlier events of the same one */
+		for (int j = i - 1; j >= 0; j--)
+			if (strcmp(p->ev[j].aggregateid, e->aggregateid) == 0)
+			{
+				p->wave[i] = p->wave[j] + 1;
+				break;
+			}
+	}
+	return true;
+}
+
+static void
+page_free(Page *p)
+{
+	for (int i = 0; i < p->n; i++)
+		free(p->cause[i]);
+	free(p->ev);
+	free(p->state);
+	free(p->cause);
+	free(p->wave);
+	PQclear(p->res);
+	memset(p, 0, sizeof(*p));
+}
+
+static void
+fail(Page *p, int i, const char *cause)
+{
+	p->state[i] = EV_FAILED;
+	p->cause[i] = strdup(cause);
+}
+
+/* Publish event i of the page (async); false if it failed at once. */
+static bool
+publish(Forwarder *f, Page *p, int i)
+{
+	char		why[512];
+	natsMsg    *msg = eo_event_msg(f->cfg, &p->ev[i], f->max_payload, why, sizeof(why));
+	jsPubOptions po;
+	natsStatus	s;
+
+	if (msg == NULL)
+	{
+		fail(p, i, why);
+		return false;
+	}
+	jsPubOptions_Init(&po);
+	po.ExpectStream = f->cfg->stream;
+	p->state[i] = EV_IN_FLIGHT;
+	s = js_PublishMsgAsync(f->js, &msg, &po);
+	natsMsg_Destroy(msg);		/* no effect if the library took it */
+	if (s != NATS_OK)
+	{
+		fail(p, i, nats_error(s));
+		return false;
+	}
+	return true;
+}
+
+/* Wait for the wave's acknowledgements; what is still missing failed. */
+static void
+await_wave(Forwarder *f, Page *p)
+{
+	jsPubOptions po;
+	natsStatus	s;
+
+	jsPubOptions_Init(&po);
+	po.MaxWait = f->cfg->ack_wait_ms;
+	s = js_PublishAsyncComplete(f->js, &po);
+	if (s != NATS_OK)
+	{
+		natsMsgList pending;
+
+		/* take back what is unanswered: it is not stored as far as we know */
+		if (js_PublishAsyncGetPendingList(&pending, f->js) == NATS_OK)
+			natsMsgList_Destroy(&pending);
+	}
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < p->n; i++)
+		if (p->state[i] == EV_IN_FLIGHT)
+		{
+			char		cause[128];
+
+			snprintf(cause, sizeof(cause), "no acknowledgement from JetStream within %d ms (%s)",
+					 f->cfg->ack_wait_ms, natsStatus_GetText(s));
+			fail(p, i, cause);
+		}
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * Publish the page wave by wave.  An event whose aggregate had one fail
+ * before it is held back.
+ */
+static void
+publish_page(Forwarder *f, Page *p)
+{
+	int			waves = 0;
+
+	for (int i = 0; i < p->n; i++)
+		if (p->wave[i] + 1 > waves)
+			waves = p->wave[i] + 1;
+
+	pthread_mutex_lock(&f->lock);
+	f->page = p;
+	pthread_mutex_unlock(&f->lock);
+	for (int w = 0; w < waves && !stop_requested; w++)
+	{
+		for (int i = 0; i < p->n; i++)
+		{
+			if (p->wave[i] != w)
+				continue;
+			/* the previous event of its aggregate, if any, must be stored */
+			for (int j = i - 1; j >= 0; j--)
+				if (strcmp(p->ev[j].aggregateid, p->ev[i].aggregateid) == 0)
+				{
+					if (p->state[j] != EV_STORED)
+						p->state[i] = EV_HELD;
+					break;
+				}
+			if (p->state[i] == EV_WAITING)
+				(void) publish(f, p, i);
+		}
+		await_wave(f, p);
+	}
+	pthread_mutex_lock(&f->lock);
+	f->page = NULL;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- acknowledging ---- */
+
+/* eo_relay_ack of the page, whole or (upto >= 0) up to seq upto. */
+static bool
+ack(Forwarder *f, Page *p, long long upto)
+{
+	char		token[32];
+	char		seq[32];
+	const char *params[4] = {f->cfg->outbox, f->cfg->group, token, seq};
+	PGresult   *res;
+	bool		ok;
+
+	snprintf(token, sizeof(token), "%lld", p->token);
+	snprintf(seq, sizeof(seq), "%lld", upto);
+	res = PQexecParams(f->pg, upto >= 0
+					   ? "SELECT eo_relay_ack($1, $2, $3::int8, $4::int8)"
+					   : "SELECT eo_relay_ack($1, $2, $3::int8)",
+					   upto >= 0 ? 4 : 3, NULL, params, NULL, NULL, 0);
+	ok = pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_ack");
+	if (!ok && res && PQresultErrorField(res, PG_DIAG_SQLSTATE) &&
+		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "55006") == 0)
+		log_msg("warning", "the page's lease (token %lld) ended before it was acknowledged:"
+				" another forwarder delivers it again, and JetStream drops the copies",
+				p->token);
+	PQclear(res);
+	return ok;
+}
+
+/*
+ * After a page: acknowledge what was stored, in order.  Returns true if
+ * every event was delivered.
+ */
+static bool
+settle(Forwarder *f, Page *p)
+{
+	int			stored = 0;
+
+	while (stored < p->n && p->state[stored] == EV_STORED)
+		stored++;
+	for (int i = 0; i < p->n; i++)
+		if (p->state[i] == EV_FAILED)
+			log_msg("error", "event %s (outbox \"%s\", aggregate \"%s\" \"%s\", type \"%s\", seq %lld)"
+					" was not delivered: %s",
+					p->ev[i].id, f->cfg->outbox, p->ev[i].aggregatetype, p->ev[i].aggregateid,
+					p->ev[i].type, p->ev[i].seq, p->cause[i]);
+	if (stored == p->n)
+	{
+		crash_point("after-puback");
+		if (ack(f, p, -1))
+		{
+			f->events += p->n;
+			f->pages++;
+			log_msg("debug", "page of %d events delivered (%d already in JetStream), token %lld",
+					p->n, p->duplicates, p->token);
+		}
+		return true;
+	}
+	/* up to the first event not delivered; the rest comes back */
+	if (ack(f, p, stored > 0 ? p->ev[stored - 1].seq : 0))
+		f->events += stored;
+	return false;
+}
+
+/* ---- the loop ---- */
+
+/* The expected stream, if named, must exist; say what it is. */
+static bool
+check_stream(Forwarder *f)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode	code = 0;
+	natsStatus	s;
+
+	if (f->cfg->stream == NULL)
+		return true;
+	s = js_GetStreamInfo(&si, f->js, f->cfg->stream, NULL, &code);
+	if (s != NATS_OK)
+	{
+		log_msg("error", "stream \"%s\": %s", f->cfg->stream,
+				s == NATS_NOT_FOUND ? "it does not exist" : nats_error(s));
+		return false;
+	}
+	if (si->Config->Duplicates / 1000000000LL < f->cfg->lease_secs * 2)
+		log_msg("warning", "stream \"%s\" drops copies of an event only within %lld s,"
+				" less than twice the page lease (%d s): an event whose page came back"
+				" after a crash may be stored twice",
+				f->cfg->stream, (long long) (si->Config->Duplicates / 1000000000LL),
+				f->cfg->lease_secs);
+	jsStreamInfo_Destroy(si);
+	return true;
+}
+
+static bool
+nats_setup(Forwarder *f)
+{
+	jsOptions	jo;
+
+	f->nc = nats_connect(f->cfg);
+	if (f->nc == NULL)
+		return false;
+	jsOptions_Init(&jo);
+	jo.PublishAsync.AckHandler = on_puback;
+	jo.PublishAsync.AckHandlerClosure = f;
+	jo.PublishAsync.MaxPending = f->cfg->max_events;
+	jo.Wait = f->cfg->ack_wait_ms;
+	if (natsConnection_JetStream(&f->js, f->nc, &jo) != NATS_OK)
+	{
+		log_msg("error", "JetStream: %s", nats_error(NATS_ERR));
+		return false;
+	}
+	f->max_payload = natsConnection_GetMaxPayload(f->nc);
+	return check_stream(f);
+}
+
+/* Wait for new events (eo_relay_wait), at most a few seconds. */
+static void
+wait_for_events(Forwarder *f)
+{
+	const char *params[1] = {f->cfg->outbox};
+	PGresult   *res = PQexecParams(f->pg, "SELECT eo_relay_wait($1, '5 s')",
+								   1, NULL, params, NULL, NULL, 0);
+
+	(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait");
+	PQclear(res);
+}
+
+int
+forward_main(const Config *cfg)
+{
+	Forwarder	f;
+	int			failures = 0;
+	char		why[256];
+
+	if (!subject_template_valid(cfg->subject, why, sizeof(why)))
+	{
+		log_msg("error", "--subject \"%s\": %s", cfg->subject, why);
+		return 2;
+	}
+	memset(&f, 0, sizeof(f));
+	f.cfg = cfg;
+	pthread_mutex_init(&f.lock, NULL);
+	if (!nats_setup(&f))
+		return 1;
+	log_msg("info", "forwarding consumer group \"%s\" of outbox \"%s\" to subjects \"%s\"",
+			cfg->group, cfg->outbox, cfg->subject);
+	while (!stop_requested)
+	{
+		Page		p;
+
+		if ((f.pg = pg_ensure(f.pg, cfg)) == NULL)
+			break;
+		if (!fetch(&f, &p))
+		{
+			sleep_ms(backoff_ms(failures++, 10000));
+			continue;
+		}
+		if (p.n == 0)
+		{
+			page_free(&p);
+			if (cfg->once)
+				break;
+			failures = 0;
+			wait_for_events(&f);
+			continue;
+		}
+		publish_page(&f, &p);
+		if (settle(&f, &p))
+			failures = 0;
+		else
+			sleep_ms(backoff_ms(failures++, 30000));
+		page_free(&p);
+	}
+	log_msg("info", "stopping: %lld events delivered in %lld pages", f.events, f.pages);
+	PQfinish(f.pg);
+	jsCtx_Destroy(f.js);
+	natsConnection_Destroy(f.nc);
+	return 0;
+}

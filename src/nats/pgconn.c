@@ -1,0 +1,86 @@
+/*-------------------------------------------------------------------------
+ * pgconn.c
+ *	  A libpq session that comes back after the server does.
+ *
+ * Each call of the relay API is a transaction of its own (autocommit), so
+ * a session holds no lock and no snapshot between calls, and losing it
+ * loses nothing: an unacknowledged page comes back when its lease ends.
+ * Connecting is retried with backoff until it succeeds or a stop is
+ * requested.  The session's date and time settings are fixed, so that
+ * timestamps read as text are the same whatever the server's defaults.
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "eo_nats.h"
+
+PGconn *
+pg_connect(const Config *cfg)
+{
+	const char *keys[] = {"dbname", "fallback_application_name", NULL};
+	const char *values[] = {cfg->pg, "eo_nats", NULL};
+
+	for (int attempt = 0; !stop_requested; attempt++)
+	{
+		PGconn	   *conn = PQconnectdbParams(keys, values, 1);
+		PGresult   *res;
+
+		if (PQstatus(conn) == CONNECTION_OK)
+		{
+			res = PQexec(conn, "SET DateStyle = ISO; SET TimeZone = 'UTC';"
+						 " SET statement_timeout = 0; SET lock_timeout = '10s'");
+			if (pg_ok(conn, res, PGRES_COMMAND_OK, "setting up the session"))
+			{
+				PQclear(res);
+				log_msg("info", "connected to PostgreSQL database \"%s\" as \"%s\"",
+						PQdb(conn), PQuser(conn));
+				return conn;
+			}
+			PQclear(res);
+		}
+		else
+			log_msg("warning", "cannot connect to PostgreSQL: %s; trying again",
+					strtok(PQerrorMessage(conn), "\n"));
+		PQfinish(conn);
+		sleep_ms(backoff_ms(attempt, 10000));
+	}
+	return NULL;
+}
+
+/* The session, or a new one if it was lost. */
+PGconn *
+pg_ensure(PGconn *conn, const Config *cfg)
+{
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK)
+		return conn;
+	if (conn != NULL)
+	{
+		log_msg("warning", "lost the connection to PostgreSQL; reconnecting");
+		PQfinish(conn);
+	}
+	return pg_connect(cfg);
+}
+
+bool
+pg_conn_lost(PGconn *conn)
+{
+	return PQstatus(conn) != CONNECTION_OK;
+}
+
+/* Did `res` come back as `want`?  If not, log why (with the SQLSTATE). */
+bool
+pg_ok(PGconn *conn, PGresult *res, ExecStatusType want, const char *what)
+{
+	const char *state;
+	const char *msg;
+
+	if (res != NULL && PQresultStatus(res) == want)
+		return true;
+	state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	log_msg("error", "%s failed: %s%s%s", what,
+			state ? state : "", state ? ": " : "",
+			msg ? msg : strtok(PQerrorMessage(conn), "\n"));
+	return false;
+}

@@ -1,0 +1,356 @@
+# Copyright: eo authors.  See README.
+#
+# eo_nats against a real nats-server with JetStream (user and password
+# required): events of an outbox reach a stream effectively once, and a
+# second database applies them once with eo_claim.
+# - two forwarders share a group: every event is stored once, with
+#   Nats-Msg-Id = its id, its headers and payload, on {outbox}.{aggregatetype},
+#   in emit order per aggregate; eo_metrics.outbox counts them; the
+#   password is never in a log;
+# - kill -9 after JetStream stored a page and before eo_relay_ack: the
+#   page comes back and JetStream drops the copies (nothing twice, nothing
+#   lost); kill -9 at random moments while producers emit, the same;
+# - nats-server stopped: emits, claims and eo_maintain go on at once; the
+#   forwarder reconnects and delivers when it is back;
+# - PostgreSQL stopped (immediate) and started: the forwarder reconnects;
+# - a stream that refuses an event (over its max_msg_size) and a subject no
+#   stream takes: the log names the event and the cause, the event is not
+#   acknowledged, the events before it are, and other aggregates' events
+#   after it in the page are still published;
+# - eo_nats apply into a second database: each event applied once, killed
+#   after COMMIT and before the ack: redelivered, a duplicate, not applied
+#   again.
+
+use strict;
+use warnings;
+
+use File::Path qw(make_path);
+use IO::Socket::INET;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $have = !system('sh', '-c', 'command -v nats-server >/dev/null && command -v eo_nats >/dev/null');
+if (!$have)
+{
+	die 'nats-server or eo_nats is missing (EO_REQUIRE_NATS is set)' if $ENV{EO_REQUIRE_NATS};
+	plan skip_all => 'nats-server or eo_nats (built with libnats-dev) is not installed';
+}
+
+my $node = PostgreSQL::Test::Cluster->new('nats');
+$node->init;
+$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'eo'
+eo.naptime = 1
+});
+$node->start;
+for my $db ('shop', 'inbox')
+{
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION eo');
+}
+$node->safe_psql('shop', q{
+SELECT eo_outbox_create('billing', slots => 4) IS NOT NULL;
+SELECT eo_group_create('billing', 'nats');
+SELECT eo_outbox_create('big', slots => 1) IS NOT NULL;
+SELECT eo_group_create('big', 'nats');
+});
+$node->safe_psql('inbox', q{
+CREATE TABLE ledger (id uuid PRIMARY KEY, aggregate text, type text, n int, applied int DEFAULT 1);
+});
+
+# ---- nats-server ----------------------------------------------------------
+
+my $dir      = "${PostgreSQL::Test::Utils::tmp_check}/nats";
+my $password = 's3cr3t-' . int(rand(1e9));
+my $nport    = PostgreSQL::Test::Cluster::get_free_port();
+make_path("$dir/store");
+open my $cf, '>', "$dir/nats.conf" or die;
+print $cf qq{port: $nport
+jetstream { store_dir: "$dir/store" }
+authorization { user: fwd, password: "$password" }
+};
+close $cf;
+my $nats_pid;
+
+sub nats_start
+{
+	$nats_pid = fork // die;
+	if ($nats_pid == 0)
+	{
+		open STDOUT, '>>', "$dir/server.log";
+		open STDERR, '>&', \*STDOUT;
+		exec 'nats-server', '-c', "$dir/nats.conf";
+	}
+	for (1 .. 100)
+	{
+		return if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$nport");
+		usleep(100_000);
+	}
+	die 'nats-server did not start';
+}
+
+sub nats_stop
+{
+	kill 'TERM', $nats_pid;
+	waitpid $nats_pid, 0;
+}
+nats_start();
+
+my @nats = ('--nats', "nats://127.0.0.1:$nport", '--user', 'fwd');
+$ENV{NATS_PASSWORD} = $password;
+
+# eo_nats with `args`; its output (stdout, stderr) appended to `log`.
+sub eo_nats_run
+{
+	my ($log, @args) = @_;
+	my $out = '';
+	IPC::Run::run([ 'eo_nats', @args ], '>', \$out, '2>>', "$dir/$log");
+	return ($? >> 8, $out);
+}
+
+# eo_nats in the background (environment %$env added); returns its pid.
+sub eo_nats_start
+{
+	my ($log, $env, @args) = @_;
+	my $pid = fork // die;
+	if ($pid == 0)
+	{
+		$ENV{$_} = $env->{$_} for keys %$env;
+		open STDOUT, '>>', "$dir/$log";
+		open STDERR, '>&', \*STDOUT;
+		exec 'eo_nats', @args;
+	}
+	return $pid;
+}
+
+# Does `log` match `re` within `secs`?
+sub wait_log
+{
+	my ($log, $re, $secs) = @_;
+	my $until = time + $secs;
+	while (time < $until)
+	{
+		return 1 if -e "$dir/$log" && slurp_file("$dir/$log") =~ $re;
+		usleep(100_000);
+	}
+	return 0;
+}
+
+sub kill9 { kill 'KILL', $_[0]; waitpid $_[0], 0; }
+
+sub stop_all { kill 'TERM', $_ for @_; waitpid $_, 0 for @_; }
+
+my @shop = ('--pg', $node->connstr('shop'));
+my @forward = (@nats, @shop, 'forward', '--outbox', 'billing', '--group', 'nats', '--stream', 'BILLING');
+
+# The stream's messages, as eo_nats dump writes them (a JSON per line).
+sub dump_stream
+{
+	my ($stream) = @_;
+	my ($rc, $out) = eo_nats_run('admin.log', 'dump', @nats, '--stream', $stream);
+	return [ split /\n/, $out ];
+}
+
+sub field
+{
+	my ($line, $name) = @_;
+	return $line =~ /"\Q$name\E":"((?:[^"\\]|\\.)*)"/ ? $1 : undef;
+}
+
+# Is the group's backlog 0 within `secs`?
+sub drained
+{
+	my ($outbox, $secs) = @_;
+	my $until = time + $secs;
+	while (time < $until)
+	{
+		return 1 if $node->safe_psql('shop',
+			"SELECT coalesce(sum(backlog), 0) FROM eo_outbox_status WHERE outbox = '$outbox'") eq '0';
+		usleep(200_000);
+	}
+	return 0;
+}
+
+sub emit
+{
+	my ($n, $tag) = @_;
+	$node->safe_psql('shop', qq{
+SELECT count(eo_emit('billing', 'order', 'agg-' || (g % 20), '$tag-' || g,
+                     jsonb_build_object('n', g), '{"trace": "t-$tag"}'))
+FROM generate_series(1, $n) g;});
+}
+
+# Every event of billing is in the stream once, in seq order per aggregate.
+sub check_stream
+{
+	my ($what) = @_;
+	my $msgs = dump_stream('BILLING');
+	my %count;
+	my %order;
+	for my $m (@$msgs)
+	{
+		my $id = field($m, 'Nats-Msg-Id');
+		$count{$id}++;
+		push @{ $order{ field($m, 'Eo-Aggregate-Id') } }, $id;
+	}
+	my @events = split /\n/, $node->safe_psql('shop',
+		q{SELECT id || ' ' || aggregateid FROM billing ORDER BY seq});
+	my %want;
+	push @{ $want{ (split / /)[1] } }, (split / /)[0] for @events;
+	is(scalar @$msgs, scalar @events, "$what: as many messages as events");
+	is(join(',', grep { $count{$_} != 1 } keys %count), '', "$what: no event twice");
+	is(scalar(grep { !$count{ (split / /)[0] } } @events), 0, "$what: no event missing");
+	is(join(',', grep { join(',', @{ $order{$_} // [] }) ne join(',', @{ $want{$_} }) } keys %want),
+		'', "$what: each aggregate's events in emit order");
+	return $msgs;
+}
+
+my ($rc) = eo_nats_run('admin.log', 'stream-add', @nats, '--stream', 'BILLING', '--subjects', 'billing.>');
+is($rc, 0, 'stream BILLING made');
+
+# ---- two forwarders share the group ------------------------------------
+
+emit(400, 'a');
+my @fw = map { eo_nats_start("fw$_.log", {}, @forward, '--max-events', '10', '--verbose') } 1 .. 2;
+ok(drained('billing', 30), 'two forwarders deliver the backlog');
+my $msgs = check_stream('two forwarders');
+my ($m) = grep { field($_, 'Eo-Type') eq 'a-7' } @$msgs;
+is(field($m, 'subject'), 'billing.order', 'the subject is {outbox}.{aggregatetype}');
+like($m, qr/"data":"\{\\"n\\": 7\}"/, 'the payload is the event payload as JSON');
+is(field($m, 'Eo-Aggregate-Type') . '|' . field($m, 'Eo-Aggregate-Id') . '|' . field($m, 'trace'),
+	'order|agg-7|t-a', 'headers carry the aggregate and the event headers');
+like(field($m, 'Eo-Created-At'), qr/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/, 'created_at is RFC 3339');
+is(field($m, 'Nats-Msg-Id'),
+	$node->safe_psql('shop', q{SELECT id FROM billing WHERE type = 'a-7'}), 'Nats-Msg-Id is the event id');
+stop_all(@fw);
+for my $i (1 .. 2)
+{
+	like(slurp_file("$dir/fw$i.log"), qr/stopping: [1-9]\d* events delivered/,
+		"forwarder $i delivered a share");
+}
+is($node->safe_psql('shop', q{SELECT events_acked FROM eo_metrics.outbox WHERE outbox = 'billing'}),
+	'400', 'eo_metrics.outbox counts them');
+
+# ---- kill -9 between JetStream's acknowledgement and eo's --------------
+
+emit(30, 'b');
+my $pid = eo_nats_start('crash.log', { EO_NATS_CRASH_AT => 'after-puback' }, @forward, '--lease', '1');
+waitpid $pid, 0;
+like(slurp_file("$dir/crash.log"), qr/crash point after-puback/, 'a forwarder died after a page was stored');
+my $after = eo_nats_start('after.log', {}, @forward, '--lease', '1', '--verbose');
+ok(drained('billing', 30), 'the next forwarder delivers the page again');
+stop_all($after);
+like(slurp_file("$dir/after.log"), qr/page of \d+ events delivered \([1-9]\d* already in JetStream\)/,
+	'... and JetStream dropped the copies');
+check_stream('after a kill -9 past the PubAck');
+
+# ---- kill -9 at random moments while producers emit ---------------------
+
+for my $round (1 .. 6)
+{
+	my $p = eo_nats_start('random.log', {}, @forward, '--lease', '1', '--max-events', '7');
+	emit(25, "c$round");
+	usleep(50_000 + int(rand(400_000)));
+	kill9($p);
+}
+$after = eo_nats_start('after2.log', {}, @forward, '--lease', '1');
+ok(drained('billing', 30), 'after six kills, a forwarder delivers everything');
+stop_all($after);
+check_stream('after kills at random moments');
+
+# ---- nats-server down ---------------------------------------------------
+
+$after = eo_nats_start('outage.log', {}, @forward, '--lease', '2');
+wait_log('outage.log', qr/connected to PostgreSQL/, 10) or die 'the forwarder did not start';
+nats_stop();
+my $t0 = time;
+emit(20, 'd');
+$node->safe_psql('shop', q{SELECT eo_claim('outage-key'); SELECT * FROM eo_maintain();});
+cmp_ok(time - $t0, '<', 5, 'with NATS down, emits, claims and eo_maintain go on at once');
+usleep(1_500_000);
+nats_start();
+ok(drained('billing', 30), 'NATS back: the forwarder reconnects and delivers');
+like(slurp_file("$dir/outage.log"), qr/lost the connection to NATS/, '... it said it lost NATS');
+
+# ---- PostgreSQL stopped immediately -------------------------------------
+
+$node->stop('immediate');
+usleep(1_000_000);
+$node->start;
+emit(20, 'e');
+ok(drained('billing', 30), 'PostgreSQL back: the forwarder reconnects and delivers');
+stop_all($after);
+like(slurp_file("$dir/outage.log"), qr/lost the connection to PostgreSQL|cannot connect to PostgreSQL/,
+	'... it said it lost PostgreSQL');
+check_stream('after NATS and PostgreSQL restarts');
+
+my $logs = join '', map { slurp_file($_) } glob("$dir/*.log");
+unlike($logs, qr/\Q$password\E/, 'the NATS password is in no log');
+
+# ---- refusals -------------------------------------------------------------
+
+($rc) = eo_nats_run('admin.log', 'stream-add', @nats, '--stream', 'BIG', '--subjects', 'big.>',
+	'--max-msg-size', '2048');
+$node->safe_psql('shop', q{
+SELECT eo_emit('big', 'order', 'a', 'A1', '{}');
+SELECT eo_emit('big', 'order', 'x', 'X1', jsonb_build_object('blob', repeat('x', 5000)));
+SELECT eo_emit('big', 'order', 'b', 'B1', '{}');
+SELECT eo_emit('big', 'order', 'x', 'X2', '{}');
+SELECT eo_emit('big', 'order', 'a', 'A2', '{}');
+});
+my $big_x1 = $node->safe_psql('shop', q{SELECT id FROM big WHERE type = 'X1'});
+$pid = eo_nats_start('big.log', {}, @nats, @shop, 'forward', '--outbox', 'big', '--group', 'nats',
+	'--stream', 'BIG');
+usleep(2_500_000);
+stop_all($pid);
+my $biglog = slurp_file("$dir/big.log");
+like($biglog, qr/event \Q$big_x1\E \(outbox "big", aggregate "order" "x", type "X1", seq \d+\) was not delivered: .*(size|maximum)/i,
+	'an event over the stream\'s size limit: the log names it and the cause');
+my %stored = map { field($_, 'Eo-Type') => 1 } @{ dump_stream('BIG') };
+is(join(',', sort keys %stored), 'A1,A2,B1',
+	'the other aggregates\' events were published, the refused one\'s later event was not');
+is($node->safe_psql('shop', q{SELECT sum(backlog) FROM eo_outbox_status WHERE outbox = 'big'}),
+	'4', 'only the event before the refused one is acknowledged');
+
+$node->safe_psql('shop', q{SELECT eo_emit('billing', 'order', 'z', 'Z1', '{}')});
+my $z1 = $node->safe_psql('shop', q{SELECT id FROM billing WHERE type = 'Z1'});
+$pid = eo_nats_start('nostream.log', {}, @nats, @shop, 'forward', '--outbox', 'billing', '--group', 'nats',
+	'--subject', 'nowhere.{aggregatetype}', '--ack-wait', '1000');
+usleep(2_500_000);
+stop_all($pid);
+like(slurp_file("$dir/nostream.log"), qr/event \Q$z1\E .* was not delivered: .*(no responders|No responders)/i,
+	'a subject no stream takes: the log names the event and the cause');
+is($node->safe_psql('shop', q{SELECT sum(backlog) FROM eo_outbox_status WHERE outbox = 'billing'}),
+	'1', '... and it is not acknowledged');
+$after = eo_nats_start('z.log', {}, @forward);
+ok(drained('billing', 20), 'forwarded to the right subject, it goes through');
+stop_all($after);
+($rc) = eo_nats_run('start.log', @nats, @shop, 'forward', '--outbox', 'billing', '--group', 'nats',
+	'--stream', 'NOPE', '--once');
+isnt($rc, 0, 'a stream that does not exist: the forwarder refuses to start');
+like(slurp_file("$dir/start.log"), qr/stream "NOPE": it does not exist/, '... saying so');
+
+# ---- the consumer side: eo_nats apply -------------------------------------
+
+my @apply = (@nats, '--pg', $node->connstr('inbox'), 'apply', '--stream', 'BILLING',
+	'--durable', 'inbox', '--ack-wait', '1000', '--sql',
+	q{INSERT INTO ledger (id, aggregate, type, n) VALUES ($1::uuid, $4->>'Eo-Aggregate-Id', $4->>'Eo-Type', ($3->>'n')::int) ON CONFLICT (id) DO UPDATE SET applied = ledger.applied + 1});
+$pid = eo_nats_start('apply-crash.log', { EO_NATS_CRASH_AT => 'after-commit' }, @apply);
+waitpid $pid, 0;
+like(slurp_file("$dir/apply-crash.log"), qr/crash point after-commit/, 'an applier died after COMMIT, before its ack');
+usleep(1_500_000);    # past the durable's AckWait
+($rc) = eo_nats_run('apply.log', @apply, '--once');
+is($rc, 0, 'the next applier runs to the end');
+like(slurp_file("$dir/apply.log"), qr/stopping: \d+ events applied/, '... and says how many it applied');
+my $events = $node->safe_psql('shop', q{SELECT count(*) FROM billing});
+is($node->safe_psql('inbox', q{SELECT count(*) || ' ' || max(applied) FROM ledger}),
+	"$events 1", 'every event applied once, the one redelivered after the crash too');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM ledger l, eo_status(l.id::text) s WHERE s.state = 'done'}),
+	$events, 'each under a done key (its event id)');
+
+nats_stop();
+$node->stop;
+done_testing();
