@@ -105,7 +105,25 @@ UPDATE eo_internal.eo_outboxes o
 SET relid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', o.nspname, o.name)),
     owner = (SELECT e.extowner FROM pg_catalog.pg_extension e
              WHERE e.extname OPERATOR(pg_catalog.=) 'eo')::pg_catalog.regrole;
-DELETE FROM eo_internal.eo_outboxes WHERE relid IS NULL;   -- its table was dropped
+-- An outbox whose table is gone (dropped, or its schema renamed) is no
+-- longer registered, with its groups and their positions: say which.
+DO $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT name, nspname FROM eo_internal.eo_outboxes WHERE relid IS NULL
+    LOOP
+        RAISE WARNING 'outbox "%" is no longer registered: its table %.% is gone', o.name,
+            pg_catalog.quote_ident(o.nspname), pg_catalog.quote_ident(o.name)
+            USING HINT = 'Make it again with eo_outbox_create(); its consumer groups were dropped with it.';
+    END LOOP;
+END
+$$;
+DELETE FROM eo_internal.eo_outbox_slots s USING eo_internal.eo_outboxes o
+WHERE s.outbox OPERATOR(pg_catalog.=) o.name AND o.relid IS NULL;
+DELETE FROM eo_internal.eo_outbox_groups g USING eo_internal.eo_outboxes o
+WHERE g.outbox OPERATOR(pg_catalog.=) o.name AND o.relid IS NULL;
+DELETE FROM eo_internal.eo_outboxes WHERE relid IS NULL;
 -- A table of that name that is not the one eo made (the owner of a schema
 -- may drop a table there and make another of the same name): stop, naming
 -- the outbox, before anything below acts on it with the updater's rights.

@@ -141,6 +141,8 @@ struct LOCKTAG;
 extern bool eo_lock_within(const struct LOCKTAG *tag, LOCKMODE mode, int timeout_ms);
 extern char *eo_lock_blockers(const struct LOCKTAG *tag, LOCKMODE mode, Oid owner,
 							  bool *trusted);
+extern int	eo_cancel_doomed_waiters(const struct LOCKTAG *tag, LOCKMODE mode, Oid owner,
+									 const char *what);
 
 /* validate.c: each raises one clear error or returns the checked value */
 extern text *eo_check_key(Datum value, bool isnull);

@@ -28,6 +28,7 @@
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/acl.h"
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -122,6 +123,45 @@ backend_role(int pid)
 	return proc == NULL ? InvalidOid : proc->roleId;
 }
 
+/* One session in the way of a lock request. */
+typedef struct Blocker
+{
+	int			pid;			/* 0: a prepared transaction */
+	Oid			role;			/* InvalidOid if not known */
+	LOCKMODE	mode;
+	bool		waiting;		/* queued for `mode`, not holding it */
+	bool		trusted;		/* a superuser, or with the owner's privileges */
+} Blocker;
+
+/* Who holds or waits for a lock on `tag` that conflicts with `mode`. */
+static List *
+blockers(const LOCKTAG *tag, LOCKMODE mode, Oid owner)
+{
+	LockData   *data = GetLockStatusData();
+	List	   *result = NIL;
+
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+		LOCKMODE	which;
+		bool		waiting;
+		Blocker    *b;
+
+		if (memcmp(&l->locktag, tag, sizeof(LOCKTAG)) != 0 || l->pid == MyProcPid ||
+			!in_the_way(l->holdMask, l->waitLockMode, mode, &which, &waiting))
+			continue;
+		b = palloc0(sizeof(Blocker));
+		b->mode = which;
+		b->waiting = waiting;
+		b->pid = l->pid;
+		b->role = l->pid == 0 ? InvalidOid : backend_role(l->pid);
+		b->trusted = OidIsValid(b->role) &&
+			(superuser_arg(b->role) || has_privs_of_role(b->role, owner));
+		result = lappend(result, b);
+	}
+	return result;
+}
+
 /*
  * Who holds or waits for a lock on `tag` that conflicts with `mode`, as
  * text for a message ("pid 12 (role \"alice\") holds AccessShareLock,
@@ -133,32 +173,67 @@ backend_role(int pid)
 char *
 eo_lock_blockers(const LOCKTAG *tag, LOCKMODE mode, Oid owner, bool *trusted)
 {
-	LockData   *data = GetLockStatusData();
 	StringInfoData buf;
+	ListCell   *lc;
 
 	initStringInfo(&buf);
 	if (trusted != NULL)
 		*trusted = false;
-	for (int i = 0; i < data->nelements; i++)
+	foreach(lc, blockers(tag, mode, owner))
 	{
-		LockInstanceData *l = &data->locks[i];
-		LOCKMODE	which;
-		bool		waiting;
-		Oid			role;
-		char	   *name;
+		Blocker    *b = lfirst(lc);
+		char	   *name = OidIsValid(b->role) ? GetUserNameFromId(b->role, true) : NULL;
 
-		if (memcmp(&l->locktag, tag, sizeof(LOCKTAG)) != 0 || l->pid == MyProcPid ||
-			!in_the_way(l->holdMask, l->waitLockMode, mode, &which, &waiting))
-			continue;
-		role = backend_role(l->pid);
-		if (trusted != NULL && OidIsValid(role) &&
-			(superuser_arg(role) || has_privs_of_role(role, owner)))
+		if (trusted != NULL && b->trusted)
 			*trusted = true;
-		name = OidIsValid(role) ? GetUserNameFromId(role, true) : NULL;
-		appendStringInfo(&buf, "%spid %d (role \"%s\") %s %s",
-						 buf.len > 0 ? ", " : "", l->pid, name != NULL ? name : "?",
-						 waiting ? "waits for" : "holds",
-						 GetLockmodeName(DEFAULT_LOCKMETHOD, which));
+		if (b->pid == 0)
+			appendStringInfo(&buf, "%sa prepared transaction (see pg_prepared_xacts) %s %s",
+							 buf.len > 0 ? ", " : "", b->waiting ? "waits for" : "holds",
+							 GetLockmodeName(DEFAULT_LOCKMETHOD, b->mode));
+		else
+			appendStringInfo(&buf, "%spid %d (role \"%s\") %s %s",
+							 buf.len > 0 ? ", " : "", b->pid, name != NULL ? name : "?",
+							 b->waiting ? "waits for" : "holds",
+							 GetLockmodeName(DEFAULT_LOCKMETHOD, b->mode));
 	}
 	return buf.len > 0 ? buf.data : NULL;
+}
+
+/*
+ * Cancel the requests queued for a lock on `tag` that conflict with
+ * `mode`, made by sessions whose role is neither a superuser nor has the
+ * privileges of `owner`, the object's owner: requests that will be
+ * refused once granted (PostgreSQL locks first and checks ownership
+ * after), and that meanwhile make everyone behind them wait.  Only
+ * waiters: a lock someone holds is theirs.  Only for a superuser caller
+ * (the worker; not an application whose call eo runs as its owner):
+ * returns how many were cancelled, logging each.
+ */
+int
+eo_cancel_doomed_waiters(const LOCKTAG *tag, LOCKMODE mode, Oid owner, const char *what)
+{
+	int			cancelled = 0;
+	ListCell   *lc;
+
+	if (!superuser_arg(GetOuterUserId()))
+		return 0;
+	foreach(lc, blockers(tag, mode, owner))
+	{
+		Blocker    *b = lfirst(lc);
+		char	   *name;
+
+		if (!b->waiting || b->trusted || b->pid == 0 || !OidIsValid(b->role))
+			continue;
+		name = GetUserNameFromId(b->role, true);
+		if (!DatumGetBool(DirectFunctionCall1(pg_cancel_backend, Int32GetDatum(b->pid))))
+			continue;
+		cancelled++;
+		ereport(LOG,
+				(errmsg("eo: cancelled the request of pid %d (role \"%s\") for %s on %s, queued in front of maintenance",
+						b->pid, name != NULL ? name : "?",
+						GetLockmodeName(DEFAULT_LOCKMETHOD, b->mode), what),
+				 errdetail("Only its owner may drop or change %s: the request would have been refused once granted.",
+						   what)));
+	}
+	return cancelled;
 }

@@ -28,6 +28,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
@@ -298,6 +299,12 @@ retire_partitions(EoOutbox *ob, List *actions, EoDelivered delivered)
 		/* A cheap look without locks first: most old partitions are done. */
 		a->action = delivered(ob, p) ? drop_partition(ob, p, delivered) : "held";
 		actions = lappend(actions, a);
+		if (strcmp(a->action, "busy") == 0)
+		{
+			/* the next ones need the same lock: no second wait in this pass */
+			eo_stat_count(EO_STAT_LOCK_WAITS_GIVEN_UP);
+			break;
+		}
 	}
 	return actions;
 }
@@ -358,6 +365,8 @@ eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg)
 	ListCell   *lc;
 	int			failed = 0;
 	List	   *names = eo_ob_names(EO_OUTBOX_TABLE);
+	StringInfoData locked;		/* outboxes whose lock was not had in time */
+	int			nlocked = 0;
 	ErrorData  *error;
 	bool		can_create = names == NIL || eo_try(lock_schema, NULL, &error);
 
@@ -368,6 +377,7 @@ eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg)
 						"Retention goes on; partitions are made at the next pass.");
 		failed++;
 	}
+	initStringInfo(&locked);
 	foreach(lc, names)
 	{
 		for (int retire = can_create ? 0 : 1; retire <= 1; retire++)
@@ -377,10 +387,20 @@ eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg)
 
 			if (!eo_try(maintain_step, &call, &error))
 			{
-				eo_warn_failure(error, psprintf("%s of outbox \"%s\"",
-												retire ? "retention" : "maintenance", call.name),
-								"The other outboxes were maintained.");
 				failed++;
+				if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+					eo_warn_failure(error, psprintf("%s of outbox \"%s\"",
+													retire ? "retention" : "maintenance", call.name),
+									"The other outboxes were maintained.");
+				else
+				{
+					/* its other step needs the same lock: not a second wait */
+					eo_stat_count(EO_STAT_LOCK_WAITS_GIVEN_UP);
+					if (nlocked++ < 10)
+						appendStringInfo(&locked, "%s\"%s\"", nlocked > 1 ? ", " : "", call.name);
+					FreeErrorData(error);
+					break;
+				}
 				continue;
 			}
 			if (report == NULL)
@@ -390,5 +410,11 @@ eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg)
 					   ((Action *) lfirst(al))->partition, arg);
 		}
 	}
+	/* one line for them all, however many outboxes: who held them is above */
+	if (nlocked > 0)
+		ereport(LOG,
+				(errmsg_plural("eo: %d outbox left for the next pass, a lock was not free in time: %s%s",
+							   "eo: %d outboxes left for the next pass, a lock was not free in time: %s%s",
+							   nlocked, nlocked, locked.data, nlocked > 10 ? ", ..." : "")));
 	return failed;
 }

@@ -85,6 +85,19 @@ eo_register_launcher(void)
 {
 	BackgroundWorker worker;
 
+	/*
+	 * Parallel query draws its workers from the same slots as eo's passes,
+	 * and any role can start a parallel query: with as many parallel
+	 * workers allowed as there are slots, those queries can leave none for
+	 * a pass.
+	 */
+	if (max_parallel_workers > max_worker_processes - 2)
+		ereport(WARNING,
+				(errmsg("eo: parallel queries can take every background worker slot and stop eo's maintenance passes"),
+				 errdetail("max_parallel_workers is %d and max_worker_processes is %d.",
+						   max_parallel_workers, max_worker_processes),
+				 errhint("Set max_worker_processes to at least max_parallel_workers + 1 + the number of databases eo serves, or lower max_parallel_workers.")));
+
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -353,10 +366,11 @@ extension_present(void)
 	who = eo_lock_blockers(&tag, AccessShareLock, eo_catalog()->owner, &trusted);
 	if (trusted)
 	{
-		ereport(DEBUG1,
-				(errmsg("eo: leaving database \"%s\" for the next pass: extension eo is being changed",
+		ereport(LOG,
+				(errmsg("eo: leaving database \"%s\" for the next pass: extension eo is being dropped or changed",
 						get_database_name(MyDatabaseId)),
 				 errdetail("%s.", who)));
+		eo_stat_count(EO_STAT_LOCK_WAITS_GIVEN_UP);
 		return false;
 	}
 	if (who != NULL && !reported)
@@ -488,7 +502,23 @@ pin_session(void)
 		{"parallel_tuple_cost", "0.1"},
 		{"min_parallel_table_scan_size", "8MB"},
 		{"min_parallel_index_scan_size", "512kB"},
-		/* plan shapes eo's statements were written for */
+		/*
+		 * plan shapes and costs eo's statements were written for (the
+		 * server's own defaults: a pass ignores postgresql.conf's too)
+		 */
+		{"random_page_cost", "4"},
+		{"seq_page_cost", "1"},
+		{"cpu_tuple_cost", "0.01"},
+		{"cpu_index_tuple_cost", "0.005"},
+		{"cpu_operator_cost", "0.0025"},
+		{"effective_cache_size", "4GB"},
+		{"work_mem", "4MB"},
+		{"hash_mem_multiplier", "2"},
+		{"join_collapse_limit", "8"},
+		{"from_collapse_limit", "8"},
+		{"geqo", "on"},
+		{"geqo_threshold", "12"},
+		{"cursor_tuple_fraction", "0.1"},
 		{"enable_indexscan", "on"},
 		{"enable_indexonlyscan", "on"},
 		{"enable_bitmapscan", "on"},

@@ -134,8 +134,10 @@ $node->safe_psql('shop', "SELECT eo_claim('abandoned2', lease => '1 s')");
 ok( $node->poll_query_until(
 		'shop', "SELECT state FROM eo_status('abandoned2')", 'failed'),
 	'an outbox locked by someone else does not hang the pass: leases are still reclaimed');
-ok($node->log_contains(qr/eo: maintenance of outbox "other" failed: canceling statement due to lock timeout/),
+ok($node->log_contains(qr/eo: 1 outbox left for the next pass, a lock was not free in time: "other"/),
 	'... it is logged, and retried on the next pass');
+ok($node->log_contains(qr/still waiting for ShareUpdateExclusiveLock on relation \d+ of database \d+/),
+	'... with who held the lock (log_lock_waits)');
 $hold_in .= "ROLLBACK;\n";
 $hold->finish;
 

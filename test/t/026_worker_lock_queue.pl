@@ -10,13 +10,14 @@
 #   passes end; in six databases at once (with six worker slots free for
 #   the ten databases here), the passes hold no worker slot for long, and
 #   a seventh database is still served;
-# - schema eo_internal (DROP SCHEMA queued): generations still switch to
-#   the one made ahead, leases are reclaimed, events emitted; the log names
-#   the pid in the way; eo_metrics.maintenance counts the waits given up;
-#   once the queue is gone, the next generation is made ahead again;
-# - a fresh installation (no key generation yet): a claim under the
-#   extension queue is answered at once; under the schema queue it fails
-#   at once with 55P03 naming the pid, and works once the queue is gone;
+# - schema eo_internal (DROP SCHEMA queued): the worker, a superuser,
+#   cancels the request (it could only be refused), logging whose it was;
+#   generations go on switching and being made ahead, leases are
+#   reclaimed, events emitted; a grantee's eo_outbox_create, which cannot
+#   cancel anyone, fails at once with 55P03 naming the pid in the way, and
+#   eo_metrics.maintenance counts the wait given up;
+# - a fresh installation (no key generation yet): an application's first
+#   claim under either queue is answered at once;
 # - the database itself (DROP DATABASE queued): the worker's connection
 #   gives up, the other databases are served, and once the queue is gone
 #   the database is served again.
@@ -110,6 +111,18 @@ sub within
 	return 0;
 }
 
+# Does the server log match `re` after `offset` within 10 s?
+sub wait_log
+{
+	my ($re, $offset) = @_;
+	for (1 .. 100)
+	{
+		return 1 if slurp_file($node->logfile, $offset) =~ $re;
+		usleep(100_000);
+	}
+	return 0;
+}
+
 # Is `db` served?  A lease abandoned there (500 ms) is reclaimed within
 # lease + 2 x eo.naptime, with some slack for a loaded machine.
 my $n = 0;
@@ -162,37 +175,57 @@ ok( within(10, 'db_2', q{SELECT count(*) FROM eo_partitions WHERE state = 'ahead
 	'a key generation is made ahead');
 
 my $drop_schema = 'DROP SCHEMA eo_internal;';
+my $queued_q = q{SELECT count(*) FROM pg_stat_activity WHERE usename = 'mallory' AND wait_event_type = 'Lock'};
 $offset = -s $node->logfile;
 @attack = (
 	session('db_2', 'mallory', q{BEGIN; SELECT pg_get_object_address('schema', '{eo_internal}', '{}');}),
 	queued('db_2', $drop_schema));
 $pid = waiting_pid($drop_schema, 'db_2');
 my $switched = $node->safe_psql('db_2', 'SELECT generations_switched FROM eo_metrics.maintenance');
-ok(served('db_2'), 'DROP SCHEMA queued: leases are still reclaimed');
+ok(within(10, 'postgres', $queued_q, '0'),
+	'DROP SCHEMA queued: the worker cancels it (it could only be refused)');
+ok( wait_log(qr/cancelled the request of pid $pid \(role "mallory"\) for AccessExclusiveLock on schema "eo_internal", queued in front of maintenance/, $offset),
+	'... and logs the pid and role it cancelled');
 ok( within(10, 'db_2', "SELECT generations_switched > $switched FROM eo_metrics.maintenance", 't'),
-	'... the key generations still switch, to the one made ahead');
-ok(within(10, 'db_2', q{SELECT count(*) FROM eo_partitions WHERE state = 'ahead'}, '0'),
-	'... and then none is made ahead');
-ok( within(10, 'db_2', q{SELECT lock_waits_given_up > 0 FROM eo_metrics.maintenance}, 't'),
-	'... eo_metrics.maintenance counts the waits given up');
-is($node->safe_psql('db_2', q{SELECT eo_emit('ob', 'order', '1', 'Placed', '{}') IS NOT NULL}),
-	't', '... events are still emitted');
-$log = slurp_file($node->logfile, $offset);
-like($log, qr/schema "eo_internal" is locked: eo cannot make its objects there now/,
-	'the log says the schema is locked');
-like($log, qr/In the way after 100 ms: pid $pid \(role "mallory"\) waits for AccessExclusiveLock/,
-	'... naming the queued DROP SCHEMA, its pid and role');
-end_sessions(@attack);
+	'... the key generations go on switching');
 ok(within(10, 'db_2', q{SELECT count(*) FROM eo_partitions WHERE state = 'ahead'}, '1'),
-	'once the queue is gone, a generation is made ahead again');
+	'... and the next one is made ahead');
+ok(served('db_2'), '... leases are reclaimed');
+is($node->safe_psql('db_2', q{SELECT eo_emit('ob', 'order', '1', 'Placed', '{}') IS NOT NULL}),
+	't', '... events are emitted');
+end_sessions(@attack);
+
+# A grantee's eo_outbox_create cannot cancel anyone: it fails at once,
+# naming who is in the way (in db_3 no pass needs the schema meanwhile).
+$node->safe_psql('postgres', 'CREATE ROLE app LOGIN');
+$node->safe_psql('db_3', q{
+GRANT EXECUTE ON FUNCTION eo_outbox_create(text, name, text, int, interval, int, interval, bool) TO app;
+GRANT CREATE ON SCHEMA public TO app;});
+@attack = (
+	session('db_3', 'mallory', q{BEGIN; SELECT pg_get_object_address('schema', '{eo_internal}', '{}');}),
+	queued('db_3', $drop_schema));
+$pid = waiting_pid($drop_schema, 'db_3');
+my $t0 = time;
+my ($ret, $out, $err) = $node->psql('db_3', q{\set VERBOSITY verbose
+SET ROLE app;
+SELECT eo_outbox_create('made_by_app')}, timeout => 30);
+like($err, qr/ERROR:  55P03: schema "eo_internal" is locked: eo cannot make its objects there now/,
+	'DROP SCHEMA queued: a grantee\'s eo_outbox_create fails with 55P03');
+like($err, qr/In the way after 100 ms: pid $pid \(role "mallory"\) waits for AccessExclusiveLock/,
+	'... naming the queued DROP SCHEMA, its pid and role');
+cmp_ok(time - $t0, '<', 5, '... at once');
+is($node->safe_psql('db_3', q{SELECT lock_waits_given_up > 0 FROM eo_metrics.maintenance}), 't',
+	'... and eo_metrics.maintenance counts the wait given up');
+end_sessions(@attack);
 
 # ---- a fresh installation: the first key generation ---------------------
 
+$node->safe_psql('fresh', q{GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO app});
 @attack = (
 	session('fresh', 'mallory', q{BEGIN; SELECT pg_get_object_address('extension', '{eo}', '{}');}),
 	queued('fresh', $drop_ext));
-my $t0 = time;
-my ($ret, $out, $err) = $node->psql('fresh', q{SELECT status FROM eo_claim('first')},
+$t0 = time;
+($ret, $out, $err) = $node->psql('fresh', q{SET ROLE app; SELECT status FROM eo_claim('first')},
 	timeout => 30);
 is($out, 'claimed', 'DROP EXTENSION queued: the first claim is answered');
 cmp_ok(time - $t0, '<', 5, '... at once');
@@ -200,21 +233,17 @@ end_sessions(@attack);
 
 $node->safe_psql('postgres', 'DROP DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('fresh', 'CREATE EXTENSION eo');
+$node->safe_psql('fresh', q{CREATE EXTENSION eo;
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO app;});
 @attack = (
 	session('fresh', 'mallory', q{BEGIN; SELECT pg_get_object_address('schema', '{eo_internal}', '{}');}),
 	queued('fresh', $drop_schema));
-$pid = waiting_pid($drop_schema, 'fresh');
 $t0 = time;
-($ret, $out, $err) = $node->psql('fresh',
-	q{\set VERBOSITY verbose
-SELECT status FROM eo_claim('first')}, timeout => 30);
-like($err, qr/ERROR:  55P03: schema "eo_internal" is locked/, 'DROP SCHEMA queued: the first claim fails with 55P03');
-like($err, qr/pid $pid \(role "mallory"\) waits for AccessExclusiveLock/, '... naming the pid in the way');
+($ret, $out, $err) = $node->psql('fresh', q{SET ROLE app; SELECT status FROM eo_claim('first')},
+	timeout => 30);
+is($out, 'claimed', 'DROP SCHEMA queued: the first claim is answered (its helper cancels the DROP)');
 cmp_ok(time - $t0, '<', 5, '... at once');
 end_sessions(@attack);
-is($node->safe_psql('fresh', q{SELECT status FROM eo_claim('first')}),
-	'claimed', 'once the queue is gone, the first claim works');
 
 # ---- the database: a DROP DATABASE queued -------------------------------
 

@@ -89,9 +89,12 @@ $node->safe_psql('shop', q{
 CREATE EXTENSION eo VERSION '0.1.0';
 SELECT eo_outbox_create('orders', slots => 1);
 SELECT eo_outbox_create('kept', slots => 1);
+SELECT eo_outbox_create('lost', slots => 1);
+SELECT eo_group_create('lost', 'g');
 SET ROLE dbo;
 DROP TABLE public.orders CASCADE;
 CREATE TABLE public.orders (id int);
+DROP TABLE public.lost CASCADE;
 });
 my $token = $node->safe_psql('postgres', q{SELECT lease_token FROM eo_status('leased')});
 my $acked = $node->safe_psql('postgres', q{
@@ -156,9 +159,14 @@ like($err, qr/HINT:  .*DELETE FROM public.eo_outboxes WHERE name = 'orders'/,
 is($node->safe_psql('shop', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
 	'0.1.0', '... the database stays at 0.1.0');
 $node->safe_psql('shop', q{DELETE FROM public.eo_outboxes WHERE name = 'orders'});
-$node->safe_psql('shop', q{ALTER EXTENSION eo UPDATE});
+($ret, $out, $err) = $node->psql('shop', q{ALTER EXTENSION eo UPDATE});
+is($ret, 0, 'after the hint, the update goes through');
 is($node->safe_psql('shop', q{SELECT name FROM eo_internal.eo_outboxes}),
-	'kept', 'after the hint, the update goes through and keeps the other outbox');
+	'kept', '... and keeps the other outbox');
+like($err, qr/WARNING:  outbox "lost" is no longer registered: its table public.lost is gone/,
+	'an outbox whose table was dropped is unregistered, with a warning naming it');
+is($node->safe_psql('shop', q{SELECT count(*) FROM eo_internal.eo_outbox_slots WHERE outbox = 'lost'}),
+	'0', '... and its group positions go with it');
 is($node->safe_psql('shop', q{SELECT count(*) FROM public.orders}),
 	'0', "... and leaves the owner's table alone");
 
