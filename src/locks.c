@@ -212,6 +212,7 @@ eo_lock_blockers(const LOCKTAG *tag, LOCKMODE mode, Oid owner, bool *trusted)
 int
 eo_cancel_doomed_waiters(const LOCKTAG *tag, LOCKMODE mode, Oid owner, const char *what)
 {
+	static int	logged = 0;		/* in this process */
 	int			cancelled = 0;
 	ListCell   *lc;
 
@@ -228,7 +229,8 @@ eo_cancel_doomed_waiters(const LOCKTAG *tag, LOCKMODE mode, Oid owner, const cha
 		if (!DatumGetBool(DirectFunctionCall1(pg_cancel_backend, Int32GetDatum(b->pid))))
 			continue;
 		cancelled++;
-		ereport(LOG,
+		/* the first of a pass is logged; one queued again and again is not news */
+		ereport(logged++ == 0 ? LOG : DEBUG1,
 				(errmsg("eo: cancelled the request of pid %d (role \"%s\") for %s on %s, queued in front of maintenance",
 						b->pid, name != NULL ? name : "?",
 						GetLockmodeName(DEFAULT_LOCKMETHOD, b->mode), what),

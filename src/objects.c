@@ -184,11 +184,18 @@ eo_lock_internal_schema(void)
 	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, NamespaceRelationId, cat->schema, 0);
 	if (eo_lock_within(&tag, AccessShareLock, EO_LOCK_WAIT_MS))
 		return;
-	/* a DROP SCHEMA that cannot succeed, queued in front: the worker ends it */
-	if (eo_cancel_doomed_waiters(&tag, AccessShareLock, cat->owner,
-								 "schema \"" EO_INTERNAL_SCHEMA "\"") > 0 &&
-		eo_lock_within(&tag, AccessShareLock, EO_LOCK_WAIT_MS))
-		return;
+	/*
+	 * A DROP SCHEMA that cannot succeed, queued in front: the worker ends it
+	 * (a few times over, for one that is queued again at once).
+	 */
+	for (int round = 0; round < 3; round++)
+	{
+		if (eo_cancel_doomed_waiters(&tag, AccessShareLock, cat->owner,
+									 "schema \"" EO_INTERNAL_SCHEMA "\"") == 0)
+			break;
+		if (eo_lock_within(&tag, AccessShareLock, EO_LOCK_WAIT_MS))
+			return;
+	}
 	who = eo_lock_blockers(&tag, AccessShareLock, cat->owner, NULL);
 	eo_stat_count(EO_STAT_LOCK_WAITS_GIVEN_UP);
 	ereport(ERROR,

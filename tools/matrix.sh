@@ -208,7 +208,7 @@ copy_tree() {
     rm -rf --one-file-system "$dest"
     mkdir -p "$dest"
     tar -C "$REPO_ROOT" --exclude=.git --exclude=results --exclude=output_iso \
-        --exclude=tmp_check --exclude=log --exclude='*.o' --exclude='*.so' \
+        --exclude=tmp_check --exclude=log --exclude='*.o' --exclude='*.so' --exclude=./eo_nats \
         --exclude='*.bc' --exclude=.released -cf - . | tar -C "$dest" -xf -
     released_sources "$dest"
 }

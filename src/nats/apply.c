@@ -31,8 +31,28 @@
 
 typedef enum
 {
-	APPLIED, DUPLICATE, BUSY, DEAD, FAILED_RETRY, LOST
+	APPLIED, DUPLICATE, BUSY, DEAD, REFUSED, FAILED_RETRY, LOST
 } Outcome;
+
+/*
+ * Is this SQLSTATE worth trying again (a serialization failure, a lock
+ * or statement timeout, the server short of resources, a connection
+ * problem), rather than a refusal that the same message meets again?
+ */
+static bool
+transient(const char *state)
+{
+	return state != NULL &&
+		(strncmp(state, "40", 2) == 0 || strncmp(state, "53", 2) == 0 ||
+		 strncmp(state, "08", 2) == 0 || strncmp(state, "57", 2) == 0 ||
+		 strcmp(state, "55P03") == 0);
+}
+
+static const char *
+sqlstate_of(PGresult *res)
+{
+	return res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+}
 
 /* The message's headers as a JSON object {key: value or [values]}. */
 static char *
@@ -107,10 +127,33 @@ record_failure(PGconn *pg, const Config *cfg, const char *id, PGresult *err)
 	if (!run(pg, "SELECT eo_fail($1, $2, retry_after => '5 s', scope => $3, sqlstate => $4)",
 			 4, types, params, PGRES_TUPLES_OK, "eo_fail", &res))
 		return pg_conn_lost(pg) ? LOST : FAILED_RETRY;
-	if (strcmp(PQgetvalue(res, 0, 0), "dead") == 0)
+	/* dead: eo.max_attempts failures; rejected: a final failure */
+	if (strcmp(PQgetvalue(res, 0, 0), "retry") != 0)
 		o = DEAD;
 	PQclear(res);
 	return o;
+}
+
+/*
+ * After BEGIN or eo_claim failed: roll back, and say whether the message
+ * can be tried again (a transient error) or is refused for good (a key
+ * eo_claim cannot take: too long, not in the database's encoding,
+ * another role's, a final failure replayed).
+ */
+static Outcome
+claim_failed(PGconn *pg, PGresult *res, const char *id)
+{
+	const char *state = sqlstate_of(res);
+
+	if (pg_conn_lost(pg))
+		return LOST;
+	if (!run(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, "ROLLBACK", NULL))
+		return LOST;
+	if (transient(state))
+		return BUSY;
+	log_msg("error", "event %s cannot be claimed (%s): JetStream will not deliver it again",
+			id, state ? state : "no SQLSTATE");
+	return REFUSED;
 }
 
 /* Claim, apply and commit one message's event.  See the header. */
@@ -120,17 +163,41 @@ apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 	static const Oid claim_types[2] = {25, 25};
 	static const Oid sql_types[4] = {25, 25, 3802, 3802};	/* text, text, jsonb, jsonb */
 	const char *claim_params[2] = {id, cfg->scope};
-	char	   *payload = strndup(natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "",
-								  (size_t) natsMsg_GetDataLength(msg));
-	char	   *headers = headers_json(msg);
-	const char *params[4] = {id, natsMsg_GetSubject(msg), payload[0] ? payload : "null", headers};
+	const char *data = natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "";
+	int			len = natsMsg_GetDataLength(msg);
+	char	   *payload;
+	char	   *headers;
+	const char *params[4];
 	PGresult   *res = NULL;
 	Outcome		o = LOST;
 
-	if (!run(pg, "BEGIN", 0, NULL, NULL, PGRES_COMMAND_OK, "BEGIN", NULL) ||
-		!run(pg, "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types,
-			 claim_params, PGRES_TUPLES_OK, "eo_claim", &res))
+	if (memchr(data, '\0', (size_t) len) != NULL)
+	{
+		log_msg("error", "event %s: its payload holds a NUL byte, so it is no JSON text:"
+				" JetStream will not deliver it again", id);
+		return REFUSED;
+	}
+	payload = strndup(data, (size_t) len);
+	headers = headers_json(msg);
+	params[0] = id;
+	params[1] = natsMsg_GetSubject(msg);
+	params[2] = payload[0] ? payload : "null";
+	params[3] = headers;
+	res = PQexecParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		(void) pg_ok(pg, res, PGRES_COMMAND_OK, "BEGIN");
+		o = pg_conn_lost(pg) ? LOST : BUSY;
 		goto out;
+	}
+	PQclear(res);
+	res = PQexecParams(pg, "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types,
+					   claim_params, NULL, NULL, 0);
+	if (!pg_ok(pg, res, PGRES_TUPLES_OK, "eo_claim"))
+	{
+		o = claim_failed(pg, res, id);
+		goto out;
+	}
 	if (strcmp(PQgetvalue(res, 0, 0), "claimed") != 0)
 	{
 		const char *status = PQgetvalue(res, 0, 0);
@@ -148,9 +215,19 @@ apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 		o = pg_conn_lost(pg) ? LOST : record_failure(pg, cfg, id, res);
 		goto out;
 	}
-	o = run(pg, "COMMIT", 0, NULL, NULL, PGRES_COMMAND_OK, "COMMIT", NULL) ? APPLIED : LOST;
-	if (o == APPLIED)
+	PQclear(res);
+	/* COMMIT can fail too (a deferred constraint, a serialization failure) */
+	res = PQexecParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_COMMAND_OK)
+	{
+		o = APPLIED;
 		crash_point("after-commit");
+	}
+	else
+	{
+		(void) pg_ok(pg, res, PGRES_COMMAND_OK, "COMMIT");
+		o = pg_conn_lost(pg) ? LOST : record_failure(pg, cfg, id, res);
+	}
 out:
 	PQclear(res);
 	free(payload);
@@ -179,6 +256,8 @@ answer(natsMsg *msg, Outcome o, const char *id, long long *applied)
 		case DEAD:
 			log_msg("error", "event %s is dead (eo.max_attempts failures, or a final one):"
 					" JetStream will not deliver it again; see eo_status('%s')", id, id);
+			/* fall through */
+		case REFUSED:
 			s = natsMsg_Term(msg, NULL);
 			break;
 		case LOST:
@@ -280,9 +359,11 @@ apply_main(const Config *cfg)
 
 			if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
 			{
-				log_msg("error", "a message on \"%s\" has no Nats-Msg-Id: it is not an eo event;"
-						" terminated", natsMsg_GetSubject(msg));
-				natsMsg_Term(msg, NULL);
+				/* not ours, or headers the library could not read: leave it to a person */
+				log_msg("error", "a message on \"%s\" has no Nats-Msg-Id, so it cannot be claimed;"
+						" it is not acknowledged (JetStream offers it again in a minute)",
+						natsMsg_GetSubject(msg));
+				natsMsg_NakWithDelay(msg, 60000, NULL);
 				continue;
 			}
 			answer(msg, apply_one(pg, cfg, msg, id), id, &applied);

@@ -60,6 +60,21 @@ log_msg(const char *level, const char *fmt,...)
 }
 
 /*
+ * `s` for a log line: control bytes as '?', cut to fit `len`, so that a
+ * value a producer wrote cannot forge log lines.
+ */
+const char *
+printable(const char *s, char *buf, size_t len)
+{
+	size_t		n = 0;
+
+	for (; *s && n + 1 < len; s++)
+		buf[n++] = (unsigned char) *s < 0x20 || *s == 0x7f ? '?' : *s;
+	buf[n] = '\0';
+	return buf;
+}
+
+/*
  * A test's kill -9 at a named point (EO_NATS_CRASH_AT=<point>): the
  * tests use it to stop the process exactly where a crash is hardest to
  * recover from (after JetStream stored a page, before eo heard of it).
@@ -113,7 +128,7 @@ usage(FILE *out)
 	fprintf(out,
 			"Usage:\n"
 			"  eo_nats forward --outbox NAME --group NAME [options]\n"
-			"  eo_nats apply --stream NAME --durable NAME --sql SQL [options]\n"
+			"  eo_nats apply --stream NAME --durable NAME --scope NAME --sql SQL [options]\n"
 			"  eo_nats stream-add --stream NAME --subjects LIST [--max-msg-size BYTES]\n"
 			"                     [--duplicate-window SECONDS]\n"
 			"  eo_nats stream-info --stream NAME\n"
@@ -260,7 +275,8 @@ missing(const Config *cfg)
 	if (strcmp(cfg->command, "forward") == 0)
 		return !cfg->outbox ? "--outbox" : !cfg->group ? "--group" : NULL;
 	if (strcmp(cfg->command, "apply") == 0)
-		return !cfg->stream ? "--stream" : !cfg->durable ? "--durable" : !cfg->sql ? "--sql" : NULL;
+		return !cfg->stream ? "--stream" : !cfg->durable ? "--durable" : !cfg->sql ? "--sql" :
+			!cfg->scope ? "--scope (event ids are claimed in a scope of their own)" : NULL;
 	if (strcmp(cfg->command, "stream-add") == 0)
 		return !cfg->stream ? "--stream" : !cfg->subjects ? "--subjects" : NULL;
 	if (strcmp(cfg->command, "stream-info") == 0 || strcmp(cfg->command, "dump") == 0)

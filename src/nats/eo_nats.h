@@ -16,6 +16,7 @@
 #define EO_NATS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <libpq-fe.h>
@@ -97,6 +98,7 @@ extern void log_msg(const char *level, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
 extern void sleep_ms(int64_t ms);
 extern void crash_point(const char *point);
+extern const char *printable(const char *s, char *buf, size_t len);
 extern int64_t backoff_ms(int attempt, int64_t max_ms);
 
 /* natsconn.c: connect to NATS with the options given, secrets unlogged */

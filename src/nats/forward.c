@@ -45,7 +45,8 @@
 /*
  * A page, each event with its headers as "key<TAB>value" lines: only keys
  * that can be NATS header names (printable ASCII, no ':' or space) and
- * are not reserved (Nats-*, the library's and server's; Eo-*, ours); a
+ * are not reserved (Nats-*, the library's and server's, and no name that
+ * holds "nats-" at all, see natsmsg.c; Eo-*, ours); a
  * value as its string if it is a JSON string without CR or LF, else as
  * its JSON text.  The whole object also goes as Eo-Headers, so nothing a
  * producer wrote is lost and no header can make an event undeliverable.
@@ -59,7 +60,7 @@
 	"     AND h.value #>> '{}' !~ E'[\\r\\n]' THEN h.value #>> '{}' ELSE h.value::text END," \
 	"     E'\\n' ORDER BY h.key)" \
 	"   FROM jsonb_each(headers) h" \
-	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '^(nats|eo)-') END" \
+	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" \
 	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8))"
 
 typedef enum
@@ -341,10 +342,20 @@ settle(Forwarder *f, Page *p)
 		stored++;
 	for (int i = 0; i < p->n; i++)
 		if (p->state[i] == EV_FAILED)
+		{
+			char		agg_type[80],
+						agg_id[80],
+						type[80],
+						cause[300];
+
 			log_msg("error", "event %s (outbox \"%s\", aggregate \"%s\" \"%s\", type \"%s\", seq %lld)"
 					" was not delivered: %s",
-					p->ev[i].id, f->cfg->outbox, p->ev[i].aggregatetype, p->ev[i].aggregateid,
-					p->ev[i].type, p->ev[i].seq, p->cause[i]);
+					p->ev[i].id, f->cfg->outbox,
+					printable(p->ev[i].aggregatetype, agg_type, sizeof(agg_type)),
+					printable(p->ev[i].aggregateid, agg_id, sizeof(agg_id)),
+					printable(p->ev[i].type, type, sizeof(type)), p->ev[i].seq,
+					printable(p->cause[i], cause, sizeof(cause)));
+		}
 	if (stored == p->n)
 	{
 		crash_point("after-puback");
@@ -414,6 +425,21 @@ nats_setup(Forwarder *f)
 	return check_stream(f);
 }
 
+/*
+ * A connection the library gave up on (closed: the server refused a
+ * protocol line, say) is made again from scratch, as at the start.
+ */
+static bool
+nats_reset(Forwarder *f)
+{
+	log_msg("warning", "the connection to NATS was closed; making a new one");
+	jsCtx_Destroy(f->js);
+	natsConnection_Destroy(f->nc);
+	f->js = NULL;
+	f->nc = NULL;
+	return nats_setup(f);
+}
+
 /* Wait for new events (eo_relay_wait), at most a few seconds. */
 static void
 wait_for_events(Forwarder *f)
@@ -450,6 +476,8 @@ forward_main(const Config *cfg)
 		Page		p;
 
 		if ((f.pg = pg_ensure(f.pg, cfg)) == NULL)
+			break;
+		if (natsConnection_IsClosed(f.nc) && !nats_reset(&f))
 			break;
 		if (!fetch(&f, &p))
 		{

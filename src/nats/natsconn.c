@@ -24,18 +24,35 @@ nats_error(natsStatus s)
 	return last != NULL && last[0] != '\0' ? last : natsStatus_GetText(s);
 }
 
-/* `url` without "user:password@", for the log. */
+/*
+ * `urls` (comma-separated) without any "user:password@", for the log:
+ * the user information of each is all up to the last '@' before its
+ * path (a password may hold '@' or '/').
+ */
 static void
-redact(const char *url, char *out, size_t len)
+redact(const char *urls, char *out, size_t len)
 {
-	const char *scheme = strstr(url, "://");
-	const char *host = scheme ? scheme + 3 : url;
-	const char *at = strchr(host, '@');
+	size_t		used = 0;
 
-	if (at == NULL || (strchr(host, '/') != NULL && strchr(host, '/') < at))
-		snprintf(out, len, "%s", url);
-	else
-		snprintf(out, len, "%.*s%s", (int) (host - url), url, at + 1);
+	out[0] = '\0';
+	for (const char *u = urls; *u && used + 1 < len;)
+	{
+		size_t		n = strcspn(u, ",");
+		const char *scheme = memchr(u, ':', n);
+		const char *host = (scheme && scheme + 2 < u + n && scheme[1] == '/' && scheme[2] == '/')
+			? scheme + 3 : u;
+		const char *at = NULL;
+
+		for (const char *c = host; c < u + n; c++)
+			if (*c == '@')
+				at = c;
+		used += snprintf(out + used, len - used, "%s%.*s%.*s", u == urls ? "" : ",",
+						 (int) (host - u), u, (int) (u + n - (at ? at + 1 : host)),
+						 at ? at + 1 : host);
+		if (used >= len)
+			break;
+		u += n + (u[n] == ',');
+	}
 }
 
 static void
@@ -62,6 +79,26 @@ on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *
 	log_msg("warning", "NATS: %s", natsStatus_GetText(err));
 }
 
+/*
+ * The servers of --nats, one URL each: a comma-separated list given as one
+ * URL would lose the user information of each.
+ */
+static natsStatus
+set_servers(natsOptions *opts, const char *urls)
+{
+	char	   *copy = strdup(urls);
+	const char *list[32];
+	int			n = 0;
+	char	   *save = NULL;
+	natsStatus	s;
+
+	for (char *u = strtok_r(copy, ",", &save); u && n < 32; u = strtok_r(NULL, ",", &save))
+		list[n++] = u;
+	s = n == 0 ? NATS_INVALID_ARG : natsOptions_SetServers(opts, list, n);
+	free(copy);
+	return s;
+}
+
 /* False (after a message naming the option) if the library refused it. */
 static bool
 accepted(natsStatus s, const char *what)
@@ -80,7 +117,7 @@ make_options(const Config *cfg)
 	const char *token = getenv("NATS_TOKEN");
 	bool		ok = accepted(natsOptions_Create(&opts), "(all)");
 
-	ok = ok && accepted(natsOptions_SetURL(opts, cfg->nats_url), "--nats");
+	ok = ok && accepted(set_servers(opts, cfg->nats_url), "--nats");
 	ok = ok && accepted(natsOptions_SetName(opts, "eo_nats"), "name");
 	ok = ok && accepted(natsOptions_SetMaxReconnect(opts, -1), "reconnect");
 	ok = ok && accepted(natsOptions_SetReconnectWait(opts, 500), "reconnect wait");
@@ -120,11 +157,14 @@ nats_connect(const Config *cfg)
 	natsOptions *opts = make_options(cfg);
 	natsConnection *nc = NULL;
 	char		shown[512];
+	bool		patient;
 
 	if (opts == NULL)
 		return NULL;
+	/* forward and apply wait for NATS as long as it takes; the others do not */
+	patient = strcmp(cfg->command, "forward") == 0 || strcmp(cfg->command, "apply") == 0;
 	redact(cfg->nats_url, shown, sizeof(shown));
-	for (int attempt = 0; !stop_requested; attempt++)
+	for (int attempt = 0; !stop_requested && (patient || attempt < 5); attempt++)
 	{
 		natsStatus	s = natsConnection_Connect(&nc, opts);
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "eo_nats.h"
 
@@ -49,9 +50,9 @@ subject_template_valid(const char *template, char *why, size_t len)
 {
 	size_t		skip;
 
-	if (template[0] == '\0' || strchr(template, ' ') != NULL)
+	if (template[0] == '\0' || strchr(template, ' ') != NULL || strlen(template) > 256)
 	{
-		snprintf(why, len, "a subject cannot be empty or hold spaces");
+		snprintf(why, len, "a subject template must be 1 to 256 bytes without spaces");
 		return false;
 	}
 	for (const char *p = template; *p; p++)
@@ -90,7 +91,14 @@ token_char(unsigned char c)
 			(c >= '0' && c <= '9') || c == '_' || c == '-') ? (char) c : '_';
 }
 
-/* The subject of event e, malloc'd. */
+/*
+ * The subject of event e, malloc'd.  A replaced value gives at most
+ * EO_SUBJECT_VALUE_MAX bytes (the server closes a connection whose
+ * protocol line is too long, which would stop every slot's delivery);
+ * the exact value is in the headers.
+ */
+#define EO_SUBJECT_VALUE_MAX 64
+
 static char *
 subject_of(const Config *cfg, const Event *e)
 {
@@ -115,7 +123,8 @@ subject_of(const Config *cfg, const Event *e)
 			out[used++] = *p++;
 			continue;
 		}
-		for (const unsigned char *c = (const unsigned char *) value; *c; c++)
+		for (const unsigned char *c = (const unsigned char *) value;
+			 *c && c - (const unsigned char *) value < EO_SUBJECT_VALUE_MAX; c++)
 			out[used++] = token_char(*c);
 		if (value[0] == '\0')
 			out[used++] = '_';
@@ -148,16 +157,32 @@ json_add(JsonBuf *b, const char *s)
 	b->len += n;
 }
 
-/* `s` as a JSON string: quoted, with '"', '\\' and control bytes escaped. */
-void
-json_string(JsonBuf *b, const char *s)
+/*
+ * Does "nats-" (any case) start at `c`?  nats-server finds a header by the
+ * first place its name appears in the header block, values included: a
+ * producer's value holding "Nats-Msg-Id" could otherwise stand for eo's.
+ */
+static bool
+nats_name_at(const char *c)
+{
+	return strncasecmp(c, "nats-", 5) == 0;
+}
+
+/*
+ * `s` as a JSON string: quoted, with '"', '\\' and control bytes escaped,
+ * and with `guard` the first letter of every "nats-" too.
+ */
+static void
+json_quote(JsonBuf *b, const char *s, bool guard)
 {
 	char		esc[8];
 
 	json_add(b, "\"");
 	for (const unsigned char *c = (const unsigned char *) s; *c; c++)
 	{
-		if (*c == '"' || *c == '\\')
+		if (guard && nats_name_at((const char *) c))
+			snprintf(esc, sizeof(esc), "\\u%04x", *c);
+		else if (*c == '"' || *c == '\\')
 			snprintf(esc, sizeof(esc), "\\%c", *c);
 		else if (*c < 0x20)
 			snprintf(esc, sizeof(esc), "\\u%04x", *c);
@@ -168,16 +193,59 @@ json_string(JsonBuf *b, const char *s)
 	json_add(b, "\"");
 }
 
-/* `value` fit for a header: as is, or as a JSON string if it holds CR/LF. */
+void
+json_string(JsonBuf *b, const char *s)
+{
+	json_quote(b, s, false);
+}
+
+/* Does `s` hold "nats-", in any case? */
+static bool
+holds_nats_name(const char *s)
+{
+	for (; *s; s++)
+		if (nats_name_at(s))
+			return true;
+	return false;
+}
+
+/*
+ * `value` fit for a header: as is, or as its JSON string if it is empty
+ * (libnats misreads an empty value), holds CR or LF, or holds "nats-".
+ */
 static char *
 header_value(const char *value)
 {
 	JsonBuf		b;
 
-	if (strpbrk(value, "\r\n") == NULL)
+	if (value[0] != '\0' && strpbrk(value, "\r\n") == NULL && !holds_nats_name(value))
 		return strdup(value);
 	json_init(&b);
-	json_string(&b, value);
+	json_quote(&b, value, true);
+	return b.data;
+}
+
+/*
+ * JSON text (the event's headers object) with the first letter of every
+ * "nats-" escaped: in JSON text letters outside strings are only those of
+ * true, false and null, so every "nats-" is inside a string, where
+ * "\u004e" means "N".
+ */
+static char *
+guarded_json(const char *json)
+{
+	JsonBuf		b;
+	char		one[8];
+
+	json_init(&b);
+	for (const char *c = json; *c; c++)
+	{
+		if (nats_name_at(c))
+			snprintf(one, sizeof(one), "\\u%04x", (unsigned char) *c);
+		else
+			snprintf(one, sizeof(one), "%c", *c);
+		json_add(&b, one);
+	}
 	return b.data;
 }
 
@@ -193,7 +261,14 @@ set_header(natsMsg *msg, const char *key, const char *value, size_t *bytes)
 	return s == NATS_OK;
 }
 
-/* The event's own header lines ("key<TAB>value\n..."). */
+/*
+ * The event's own header lines ("key<TAB>value\n..."), each as a header
+ * of its own while the header block stays under EO_HEADERS_BUDGET; the
+ * rest are in Eo-Headers only.
+ */
+#define EO_HEADERS_BUDGET 16384
+#define EO_HEADERS_MAX 65000	/* JetStream refuses a header block of 64 KB */
+
 static bool
 set_event_headers(natsMsg *msg, const char *lines, size_t *bytes)
 {
@@ -208,7 +283,7 @@ set_event_headers(natsMsg *msg, const char *lines, size_t *bytes)
 	{
 		char	   *tab = strchr(line, '\t');
 
-		if (tab == NULL)
+		if (tab == NULL || *bytes + strlen(line) + 4 > EO_HEADERS_BUDGET)
 			continue;
 		*tab = '\0';
 		ok = set_header(msg, line, tab + 1, bytes);
@@ -238,10 +313,24 @@ eo_event_msg(const Config *cfg, const Event *e, int64_t max_payload, char *why, 
 	ok = ok && set_header(msg, "Eo-Aggregate-Id", e->aggregateid, &bytes);
 	ok = ok && set_header(msg, "Eo-Created-At", e->created_at, &bytes);
 	if (e->headers != NULL)
-		ok = ok && set_header(msg, "Eo-Headers", e->headers, &bytes);
+	{
+		char	   *guarded = guarded_json(e->headers);
+
+		ok = ok && natsMsgHeader_Set(msg, "Eo-Headers", guarded) == NATS_OK;
+		bytes += strlen("Eo-Headers") + strlen(guarded) + 4;
+		free(guarded);
+	}
 	ok = ok && set_event_headers(msg, e->header_lines, &bytes);
+	if (cfg->stream)
+		bytes += strlen("Nats-Expected-Stream") + strlen(cfg->stream) + 4;
 	if (!ok)
 		snprintf(why, len, "the message could not be made: %s", nats_error(NATS_ERR));
+	else if (bytes > EO_HEADERS_MAX)
+	{
+		snprintf(why, len, "its headers are %zu bytes, over the %d that JetStream takes",
+				 bytes, EO_HEADERS_MAX);
+		ok = false;
+	}
 	else if (max_payload > 0 && (int64_t) (bytes + payload) > max_payload)
 	{
 		snprintf(why, len, "it is %zu bytes with its headers, over the server's max_payload"

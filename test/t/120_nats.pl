@@ -59,6 +59,7 @@ SELECT eo_group_create('big', 'nats');
 });
 $node->safe_psql('inbox', q{
 CREATE TABLE ledger (id uuid PRIMARY KEY, aggregate text, type text, n int, applied int DEFAULT 1);
+SELECT eo_scope_create('billing-consumer');
 });
 
 # ---- nats-server ----------------------------------------------------------
@@ -236,7 +237,13 @@ is($node->safe_psql('shop', q{SELECT events_acked FROM eo_metrics.outbox WHERE o
 
 # ---- kill -9 between JetStream's acknowledgement and eo's --------------
 
-emit(30, 'b');
+# (with producer headers that must not confuse JetStream: a value naming
+# Nats-Msg-Id, which nats-server 2.9 would otherwise take for the real
+# one, and an empty value, which libnats 3.4 misreads)
+$node->safe_psql('shop', q{
+SELECT count(eo_emit('billing', 'order', 'agg-' || (g % 20), 'b-' || g,
+                     jsonb_build_object('n', g), '{"I": "Nats-Msg-Id", "e": "", "trace": "t-b"}'))
+FROM generate_series(1, 30) g;});
 my $pid = eo_nats_start('crash.log', { EO_NATS_CRASH_AT => 'after-puback' }, @forward, '--lease', '1');
 waitpid $pid, 0;
 like(slurp_file("$dir/crash.log"), qr/crash point after-puback/, 'a forwarder died after a page was stored');
@@ -246,6 +253,19 @@ stop_all($after);
 like(slurp_file("$dir/after.log"), qr/page of \d+ events delivered \([1-9]\d* already in JetStream\)/,
 	'... and JetStream dropped the copies');
 check_stream('after a kill -9 past the PubAck');
+
+# ---- events a producer made hard to deliver ------------------------------
+
+$node->safe_psql('shop', q{
+SELECT eo_emit('billing', repeat('L', 5000), 'agg-long', 'long-type', '{}');
+SELECT eo_emit('billing', 'order', 'agg-hdr', 'big-header', '{}',
+               jsonb_build_object('big', repeat('h', 33000)));
+});
+$after = eo_nats_start('hard.log', {}, @forward);
+ok(drained('billing', 20), 'a 5000-byte aggregatetype and a 33 kB header value are delivered');
+stop_all($after);
+my ($long) = grep { field($_, 'Eo-Type') eq 'long-type' } @{ dump_stream('BILLING') };
+is(length(field($long, 'subject')), length('billing.') + 64, '... the subject takes 64 bytes of the value');
 
 # ---- kill -9 at random moments while producers emit ---------------------
 
@@ -287,6 +307,11 @@ like(slurp_file("$dir/outage.log"), qr/lost the connection to PostgreSQL|cannot 
 	'... it said it lost PostgreSQL');
 check_stream('after NATS and PostgreSQL restarts');
 
+# The password in the URLs themselves: each is logged without it.
+eo_nats_run('url.log', 'stream-info', '--nats',
+	"nats://fwd:$password\@127.0.0.1:$nport,nats://fwd:$password\@127.0.0.1:$nport", '--stream', 'BILLING');
+like(slurp_file("$dir/url.log"), qr{connected to NATS at nats://127.0.0.1:$nport,nats://127.0.0.1:$nport},
+	'URLs are logged without their user information');
 my $logs = join '', map { slurp_file($_) } glob("$dir/*.log");
 unlike($logs, qr/\Q$password\E/, 'the NATS password is in no log');
 
@@ -300,6 +325,7 @@ SELECT eo_emit('big', 'order', 'x', 'X1', jsonb_build_object('blob', repeat('x',
 SELECT eo_emit('big', 'order', 'b', 'B1', '{}');
 SELECT eo_emit('big', 'order', 'x', 'X2', '{}');
 SELECT eo_emit('big', 'order', 'a', 'A2', '{}');
+SELECT eo_emit('big', 'order', E'y\neo_nats info: forged', 'Y1', jsonb_build_object('blob', repeat('y', 5000)));
 });
 my $big_x1 = $node->safe_psql('shop', q{SELECT id FROM big WHERE type = 'X1'});
 $pid = eo_nats_start('big.log', {}, @nats, @shop, 'forward', '--outbox', 'big', '--group', 'nats',
@@ -313,7 +339,9 @@ my %stored = map { field($_, 'Eo-Type') => 1 } @{ dump_stream('BIG') };
 is(join(',', sort keys %stored), 'A1,A2,B1',
 	'the other aggregates\' events were published, the refused one\'s later event was not');
 is($node->safe_psql('shop', q{SELECT sum(backlog) FROM eo_outbox_status WHERE outbox = 'big'}),
-	'4', 'only the event before the refused one is acknowledged');
+	'5', 'only the event before the refused one is acknowledged');
+like($biglog, qr/aggregate "order" "y\?eo_nats info: forged"/, 'a value that holds a newline is logged with ? for it');
+unlike($biglog, qr/^eo_nats info: forged/m, '... so it cannot forge a log line');
 
 $node->safe_psql('shop', q{SELECT eo_emit('billing', 'order', 'z', 'Z1', '{}')});
 my $z1 = $node->safe_psql('shop', q{SELECT id FROM billing WHERE type = 'Z1'});
@@ -335,8 +363,17 @@ like(slurp_file("$dir/start.log"), qr/stream "NOPE": it does not exist/, '... sa
 
 # ---- the consumer side: eo_nats apply -------------------------------------
 
+# One event whose SQL fails for good (n is not a number: 22P02, final by
+# default), and one after it.
+$node->safe_psql('shop', q{
+SELECT eo_emit('billing', 'order', 'agg-bad', 'bad', '{"n": "x"}');
+SELECT eo_emit('billing', 'order', 'agg-bad', 'after-bad', '{"n": 1}');});
+$after = eo_nats_start('bad.log', {}, @forward);
+ok(drained('billing', 20), 'they are forwarded');
+stop_all($after);
+
 my @apply = (@nats, '--pg', $node->connstr('inbox'), 'apply', '--stream', 'BILLING',
-	'--durable', 'inbox', '--ack-wait', '1000', '--sql',
+	'--durable', 'inbox', '--ack-wait', '1000', '--scope', 'billing-consumer', '--sql',
 	q{INSERT INTO ledger (id, aggregate, type, n) VALUES ($1::uuid, $4->>'Eo-Aggregate-Id', $4->>'Eo-Type', ($3->>'n')::int) ON CONFLICT (id) DO UPDATE SET applied = ledger.applied + 1});
 $pid = eo_nats_start('apply-crash.log', { EO_NATS_CRASH_AT => 'after-commit' }, @apply);
 waitpid $pid, 0;
@@ -346,10 +383,15 @@ usleep(1_500_000);    # past the durable's AckWait
 is($rc, 0, 'the next applier runs to the end');
 like(slurp_file("$dir/apply.log"), qr/stopping: \d+ events applied/, '... and says how many it applied');
 my $events = $node->safe_psql('shop', q{SELECT count(*) FROM billing});
+my $bad = $node->safe_psql('shop', q{SELECT count(*) FROM billing WHERE payload->>'n' = 'x'});
 is($node->safe_psql('inbox', q{SELECT count(*) || ' ' || max(applied) FROM ledger}),
-	"$events 1", 'every event applied once, the one redelivered after the crash too');
-is($node->safe_psql('inbox', q{SELECT count(*) FROM ledger l, eo_status(l.id::text) s WHERE s.state = 'done'}),
-	$events, 'each under a done key (its event id)');
+	($events - $bad) . " 1", 'every event applied once, the one redelivered after the crash too');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM ledger l, eo_status(l.id::text, 'billing-consumer') s WHERE s.state = 'done'}),
+	$events - $bad, 'each under a done key (its event id, in the consumer\'s scope)');
+like(slurp_file("$dir/apply.log"), qr/event \S+ is dead .*JetStream will not deliver it again/,
+	'an event whose SQL fails for good (22P02) is rejected and terminated');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM ledger WHERE type = 'after-bad'}), '1',
+	'... and the events after it are still applied');
 
 nats_stop();
 $node->stop;
