@@ -232,7 +232,7 @@ released_sources() {
 logged() {
     local logf=$1 rc=0
     shift
-    "$@" > >(trap '' INT TERM; exec tee "$logf") 2>&1 || rc=$?
+    "$@" > >(trap '' INT TERM; exec tee "$logf" 9>&-) 2>&1 || rc=$?
     wait "$!" 2>/dev/null || true
     return "$rc"
 }
