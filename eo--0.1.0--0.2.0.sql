@@ -729,18 +729,23 @@ DROP FUNCTION @extschema@.eo_fail(pg_catalog.text, pg_catalog.text, pg_catalog.i
 DROP FUNCTION @extschema@.eo_extend(pg_catalog.text, pg_catalog.int8, pg_catalog.interval);
 DROP FUNCTION @extschema@.eo_status(pg_catalog.text);
 
+-- eo_claim's row, as a type of its own rather than OUT parameters: a
+-- statement that calls eo_claim in FROM then finds the row's shape in the
+-- type cache, instead of building it from the function's catalog entry at
+-- every execution (a tenth of a claim's CPU).
+CREATE TYPE @extschema@.eo_claim_result AS (
+    status pg_catalog.text,
+    result pg_catalog.jsonb,
+    attempts pg_catalog.int4,
+    lease_token pg_catalog.int8,
+    lease_expires_at pg_catalog.timestamptz,
+    result_expired pg_catalog.bool);
 CREATE FUNCTION @extschema@.eo_claim(
     key pg_catalog.text,
     fingerprint pg_catalog.text DEFAULT NULL,
     lease pg_catalog.interval DEFAULT NULL,
-    scope pg_catalog.text DEFAULT NULL,
-    OUT status pg_catalog.text,
-    OUT result pg_catalog.jsonb,
-    OUT attempts pg_catalog.int4,
-    OUT lease_token pg_catalog.int8,
-    OUT lease_expires_at pg_catalog.timestamptz,
-    OUT result_expired pg_catalog.bool)
-RETURNS record
+    scope pg_catalog.text DEFAULT NULL)
+RETURNS @extschema@.eo_claim_result
 AS 'MODULE_PATHNAME', 'eo_claim'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 

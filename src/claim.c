@@ -34,7 +34,9 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -363,18 +365,55 @@ claim_key(ClaimRequest *req, ClaimOutcome *out)
 	}
 }
 
+/*
+ * eo_claim's result descriptor, blessed, kept for the backend: building it
+ * reads the catalog entries of the function and of each OUT column's
+ * type, which every claim would otherwise pay (a call site's own cache,
+ * fn_extra, lasts one execution of a statement only).  Dropped when a
+ * function changes (ALTER EXTENSION UPDATE makes eo_claim again).
+ */
+static Oid	result_desc_fn = InvalidOid;
+static TupleDesc result_desc_cache = NULL;
+
+static void
+result_desc_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	result_desc_fn = InvalidOid;
+}
+
+static TupleDesc
+result_desc(FunctionCallInfo fcinfo)
+{
+	static bool registered = false;
+	TupleDesc	desc;
+	MemoryContext old;
+
+	if (result_desc_fn == fcinfo->flinfo->fn_oid && result_desc_cache != NULL)
+		return result_desc_cache;
+	if (!registered)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, result_desc_invalidate, (Datum) 0);
+		registered = true;
+	}
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "eo: eo_claim must return a composite type");
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (result_desc_cache != NULL)
+		FreeTupleDesc(result_desc_cache);
+	result_desc_cache = BlessTupleDesc(CreateTupleDescCopy(desc));
+	MemoryContextSwitchTo(old);
+	result_desc_fn = fcinfo->flinfo->fn_oid;
+	return result_desc_cache;
+}
+
 static Datum
 claim_result(FunctionCallInfo fcinfo, const ClaimOutcome *out)
 {
-	TupleDesc	tupdesc;
+	TupleDesc	tupdesc = result_desc(fcinfo);
 	Datum		values[6];
 	bool		nulls[6] = {false, false, false, false, false, false};
 	const EoKey *row = &out->row;
 	bool		busy = strcmp(out->status, "busy") == 0;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "eo: eo_claim must return a composite type");
-	tupdesc = BlessTupleDesc(tupdesc);
 
 	values[0] = CStringGetTextDatum(out->status);
 	nulls[1] = strcmp(out->status, "duplicate") != 0 || row->result == NULL;

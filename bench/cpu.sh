@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# bench/cpu.sh -- the CPU a claim costs, side by side with the hand-written
+# patterns, counted in instructions (valgrind's callgrind), not seconds:
+# where commits do not wait for the disk (synchronous_commit = off, fast
+# disks, group commit), the CPU per transaction decides, and instruction
+# counts are the same from one run to the next whatever else the machine
+# does, which timings on a shared 2-core machine are not.
+#
+# Usage, as root, from a clone of the repository:
+#
+#     bash bench/cpu.sh
+#
+# It builds eo from a copy of the tree into a private copy of the
+# PostgreSQL installation (bench/lib.sh), makes a cluster
+# (synchronous_commit = off), and runs each contender as N transactions of
+# prepared statements in a single-user backend under callgrind, for two
+# values of N; the difference divided by the difference of N is the cost
+# of one transaction, start-up cancelled out.  Every key is new.  Each
+# transaction also makes the same business change (an UPDATE of one row).
+#
+# Contenders (bench/scripts/ has their pgbench forms):
+#   nothing      BEGIN; SELECT 1; COMMIT  (the floor)
+#   hand_min     INSERT the key ON CONFLICT DO NOTHING, the change
+#   eo_noresult  eo_claim, the change (COMMIT marks the key done)
+#   hand         INSERT PROCESSING ON CONFLICT, the change, UPDATE to DONE with a result
+#   eo           eo_claim, the change, eo_complete with the result
+# Settings: CPU_N1=300 CPU_N2=1300 (transactions), CPU_CONTENDERS.
+# Output: bench/results/cpu-<timestamp>/summary.md (and printed).
+set -euo pipefail
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
+
+N1=${CPU_N1:-300}
+N2=${CPU_N2:-1300}
+CONTENDERS=${CPU_CONTENDERS:-"nothing hand_min eo_noresult hand eo"}
+RESULTS=$REPO_ROOT/bench/results/cpu-$(date -u +%Y%m%d-%H%M%S)
+
+# The prepared statement of each contender; $1 is the key, $2 the account.
+prepare_all() {
+    cat <<'EOF'
+PREPARE nothing_(text, int) AS SELECT 1;
+
+PREPARE hand_min_(text, int) AS WITH i AS (INSERT INTO processed_min VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM i;
+
+PREPARE hand_(text, int) AS WITH i AS (INSERT INTO processed (key, status) VALUES ($1, 'PROCESSING') ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) FROM i;
+
+PREPARE hand_done_(text, int) AS UPDATE processed SET status = 'DONE', result = jsonb_build_object('charge', $1, 'amount', 100) WHERE key = $1;
+
+PREPARE eo_noresult_(text, int) AS SELECT status FROM eo_claim($1);
+
+PREPARE eo_(text, int) AS SELECT status, result FROM eo_claim($1);
+
+PREPARE eo_done_(text, int) AS SELECT eo_complete($1, jsonb_build_object('charge', $1, 'amount', 100));
+
+PREPARE change_(int) AS UPDATE accounts SET balance = balance + 1 WHERE id = $1;
+
+EOF
+}
+
+# N transactions of contender $1, keys from $2 on.
+script() {
+    local c=$1 base=$2 n=$3 i
+    prepare_all
+    for ((i = base + 1; i <= base + n; i++)); do
+        printf "BEGIN;\n\nEXECUTE %s_('k%d', %d);\n\n" "$c" "$i" $((i % 1000 + 1))
+        [ "$c" = nothing ] || printf "EXECUTE change_(%d);\n\n" $((i % 1000 + 1))
+        case $c in
+            hand) printf "EXECUTE hand_done_('k%d', 0);\n\n" "$i" ;;
+            eo) printf "EXECUTE eo_done_('k%d', 0);\n\n" "$i" ;;
+        esac
+        printf "COMMIT;\n\n"
+    done
+}
+
+single() {
+    as_pg "$PGBIN/postgres" --single -j -D "$EO_TMP/cg/data" postgres
+}
+
+# Instructions of a single-user backend running `script` $1 $2 $3.
+instructions() {
+    local out=$EO_TMP/cg/out.$1.$2
+    script "$@" >"$EO_TMP/cg/script.sql"
+    as_pg valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$PGBIN/postgres" --single -j -D "$EO_TMP/cg/data" postgres \
+        <"$EO_TMP/cg/script.sql" >"$EO_TMP/cg/run.log" 2>"$EO_TMP/cg/valgrind.log"
+    grep -q ERROR "$EO_TMP/cg/run.log" && { grep -m3 ERROR "$EO_TMP/cg/run.log" >&2; die "$1 failed"; }
+    awk '/Collected/ { gsub(",", "", $4); print $4 }' "$EO_TMP/cg/valgrind.log"
+}
+
+main() {
+    local c a b per base=0
+    declare -A PER
+    [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages and runs the server as postgres)"
+    command -v valgrind >/dev/null || { apt-get update && apt-get install -y valgrind; }
+    bench_packages
+    make_scratch
+    bench_build_install
+    mkdir -p "$EO_TMP/cg" "$RESULTS" && chown_scratch
+    as_pg "$PGBIN/initdb" -D "$EO_TMP/cg/data" -U postgres -A trust --locale=C -E UTF8 >/dev/null
+    printf 'synchronous_commit = off\njit = off\n' >>"$EO_TMP/cg/data/postgresql.conf"
+    printf '%s\n\n' "CREATE EXTENSION eo;" \
+        "CREATE TABLE processed_min (key text PRIMARY KEY);" \
+        "CREATE TABLE processed (key text PRIMARY KEY, status text NOT NULL, result jsonb);" \
+        "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);" \
+        "INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 1000) g;" \
+        "SELECT eo_claim('warm-up');" | single >"$EO_TMP/cg/setup.log" 2>&1
+    grep -q ERROR "$EO_TMP/cg/setup.log" && { cat "$EO_TMP/cg/setup.log" >&2; die "setup failed"; }
+    for c in $CONTENDERS; do
+        log "$c"
+        a=$(instructions "$c" $((base += 10000000)) "$N1")
+        b=$(instructions "$c" $((base += 10000000)) "$N2")
+        PER[$c]=$(( (b - a) / (N2 - N1) ))
+        echo "$c: ${PER[$c]} instructions per transaction"
+    done
+    {
+        echo "# CPU per transaction, in instructions (bench/cpu.sh, $(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+        echo
+        echo "Single-user backend under callgrind, synchronous_commit = off, every key new,"
+        echo "each transaction with the same one-row UPDATE; ($N2 - $N1) transactions counted."
+        echo "speed = how many of the hand-written transactions' CPU one eo transaction's buys."
+        echo
+        echo "| contender | instructions | above the floor |"
+        echo "|---|---|---|"
+        for c in $CONTENDERS; do
+            echo "| $c | ${PER[$c]} | $(( PER[$c] - ${PER[nothing]:-0} )) |"
+        done
+        echo
+        [ -n "${PER[hand_min]:-}" ] && [ -n "${PER[eo_noresult]:-}" ] &&
+            echo "eo_noresult vs hand_min: $(python3 -c "print(f'{${PER[hand_min]}/${PER[eo_noresult]}:.3f}x')")"
+        [ -n "${PER[hand]:-}" ] && [ -n "${PER[eo]:-}" ] &&
+            echo "eo vs hand: $(python3 -c "print(f'{${PER[hand]}/${PER[eo]}:.3f}x')")"
+    } | tee "$RESULTS/summary.md"
+}
+
+main "$@"
