@@ -77,7 +77,13 @@ build_install() {
 as_pg() {
     local path="$PGBIN:$PATH"
     if [ "$(id -u)" -eq 0 ]; then
-        runuser -u "$RUN_USER" -- env PATH="$path" "$@"
+        # from a directory the run user cannot enter (a clone under /root),
+        # its programs would complain at every start: run them from /
+        if runuser -u "$RUN_USER" -- test -x "$PWD" 2>/dev/null; then
+            runuser -u "$RUN_USER" -- env PATH="$path" "$@"
+        else
+            (cd / && runuser -u "$RUN_USER" -- env PATH="$path" "$@")
+        fi
     else
         env PATH="$path" "$@"
     fi

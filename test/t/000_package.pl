@@ -1,0 +1,46 @@
+# Copyright: eo authors.  See README.
+#
+# The package's metadata agree: META.json's version is eo.control's
+# default_version, META.json provides the script that installs it, the
+# install and update scripts form a chain from eo--0.1.0.sql to it, every
+# one of them is in the Makefile's DATA, CHANGELOG.md has a section for
+# it, and LICENSE is there (META.json says "postgresql").
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $control = slurp_file('eo.control');
+my ($default) = $control =~ /^default_version\s*=\s*'([^']+)'/m;
+ok(defined $default, 'eo.control has a default_version');
+
+my $meta = slurp_file('META.json');
+my ($version) = $meta =~ /^   "version": "([^"]+)"/m;
+my ($provided) = $meta =~ /"provides".*?"version": "([^"]+)"/s;
+my ($file) = $meta =~ /"provides".*?"file": "([^"]+)"/s;
+is($version, $default, "META.json's version is eo.control's default_version ($default)");
+is($provided, $default, '... and so is the version it provides');
+ok(-f $file, "the file META.json names ($file) exists");
+like($meta, qr/"license": "postgresql"/, 'META.json says the PostgreSQL licence');
+like(slurp_file('LICENSE'), qr/Permission to use, copy, modify, and distribute this software/,
+	'LICENSE holds the PostgreSQL licence');
+
+# The chain of scripts CREATE EXTENSION runs, from 0.1.0 to the default.
+my $makefile = slurp_file('Makefile');
+my ($data) = $makefile =~ /^DATA\s*=\s*(.*)$/m;
+my %data = map { $_ => 1 } split ' ', $data;
+ok($data{'eo--0.1.0.sql'}, 'the install script of 0.1.0 is in DATA');
+my $at = '0.1.0';
+my $steps = 0;
+while ($at ne $default && $steps++ < 20)
+{
+	my ($next) = map { /^eo--\Q$at\E--(.+)\.sql$/ ? $1 : () } keys %data;
+	last unless defined $next;
+	$at = $next;
+}
+is($at, $default, "the update scripts in DATA lead from 0.1.0 to $default");
+like(slurp_file('CHANGELOG.md'), qr/^## \Q$default\E\b/m, "CHANGELOG.md has a section for $default");
+
+done_testing();
