@@ -1,6 +1,6 @@
 # Copyright: eo authors.  See README.
 #
-# The SQL examples of README.md, run as they are, so that they cannot rot
+# The SQL examples of README.md and docs/*.md, run as they are, so that they cannot rot
 # (README, "Testing", "The README's examples"):
 # - every ```sql block carries a marker on the line before it:
 #   <!-- test: NAME --> (run it), <!-- test: NAME fails SQLSTATE --> (run
@@ -138,15 +138,36 @@ my %expect = (
 	'grant-app'    => [],
 	'grant-outbox' => []);
 
-my ($blocks, $problems) = read_blocks('README.md');
-is_deeply($problems, [], 'every ```sql block of README.md is marked, and every marker has one')
-  or diag join("\n", @$problems);
+# README.md, then the pages of docs/ in the order a reader meets them (the
+# order of the README before it was cut into pages: later blocks use what
+# earlier ones made).
+my @pages = ('README.md',
+	map { "docs/$_.md" } qw(concepts guides nats reference operations performance internals security testing));
+is(join(' ', sort glob('docs/*.md')), join(' ', sort grep { m{^docs/} } @pages),
+	'every page of docs/ is one whose examples this test runs');
+my (@all, @problems, %seen);
+for my $page (@pages)
+{
+	my ($blocks, $problems) = read_blocks($page);
+	push @problems, map { "$page: $_" } @$problems;
+	for my $b (@$blocks)
+	{
+		$b->{page} = $page;
+		push @problems, "$page: block name \"$b->{name}\" also in $seen{$b->{name}}"
+		  if $seen{ $b->{name} };
+		$seen{ $b->{name} } //= $page;
+		push @all, $b;
+	}
+}
+my $blocks = \@all;
+is_deeply(\@problems, [], 'every ```sql block of README.md and docs/ is marked, and every marker has one')
+  or diag join("\n", @problems);
 ok(scalar(grep { $_->{fails} } @$blocks) > 0 && @$blocks > 10,
-	'README.md has examples to run, some that must fail');
+	'README.md and docs/ have examples to run, some that must fail');
 my %names = map { $_->{name} => 1 } @$blocks;
 for my $name (sort keys %expect)
 {
-	ok($names{$name}, "the README still has block \"$name\", whose results this test checks");
+	ok($names{$name}, "the README or docs/ still have block \"$name\", whose results this test checks");
 }
 
 # ---- run them -------------------------------------------------------------
@@ -170,7 +191,7 @@ sub matches
 
 for my $b (@$blocks)
 {
-	my $what = "README block \"$b->{name}\" (line $b->{line})";
+	my $what = "$b->{page} block \"$b->{name}\" (line $b->{line})";
 	my ($ret, $stdout, $stderr) = $node->psql(
 		'postgres', $b->{sql},
 		on_error_stop => 1,
