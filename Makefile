@@ -16,6 +16,7 @@ OBJS = \
 	src/outcome.o \
 	src/claim.o \
 	src/maintain.o \
+	src/bgworker.o \
 	src/worker.o \
 	src/doorbell.o \
 	src/stats.o \

@@ -348,8 +348,13 @@ extern void eo_doorbell_ring_at_commit(Oid outbox);
 extern uint64 eo_doorbell_read(Oid outbox);
 extern bool eo_doorbell_wait(Oid outbox, uint64 seen, int64 timeout_ms);
 
-/* worker.c */
+/* bgworker.c: short-lived workers of eo's in one database */
+struct BackgroundWorker;
+extern void eo_db_worker_init(struct BackgroundWorker *worker, const char *function,
+							  const char *name, Oid dboid);
+extern bool eo_run_helper(const char *function, const char *name);
+
+/* worker.c: the launcher and the passes it schedules */
 extern void eo_register_launcher(void);
-extern bool eo_run_first_generation_helper(void);
 
 #endif							/* EO_H */

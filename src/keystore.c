@@ -348,7 +348,7 @@ eo_ks_make_first_generation(void)
 static void
 ks_start(void)
 {
-	if (eo_run_first_generation_helper())
+	if (eo_run_helper("eo_first_generation_main", "eo first generation"))
 	{
 		AcceptInvalidationMessages();
 		store.gens_valid = false;

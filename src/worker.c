@@ -211,21 +211,6 @@ pass_running(DbPass *pass)
 		GetBackgroundWorkerPid(pass->handle, &pid) != BGWH_STOPPED;
 }
 
-/* A short-lived worker in database `dboid` that runs eo's `function`. */
-static void
-db_worker(BackgroundWorker *worker, const char *function, const char *name, Oid dboid)
-{
-	memset(worker, 0, sizeof(*worker));
-	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker->bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker->bgw_library_name, BGW_MAXLEN, "eo");
-	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(worker->bgw_name, BGW_MAXLEN, "%s for database %u", name, dboid);
-	snprintf(worker->bgw_type, BGW_MAXLEN, "eo worker");
-	worker->bgw_main_arg = ObjectIdGetDatum(dboid);
-}
-
 /* Start a pass in `dboid` unless one runs; false if no worker slot is free. */
 static bool
 start_pass(Oid dboid)
@@ -239,7 +224,7 @@ start_pass(Oid dboid)
 		pfree(pass->handle);
 	pass->handle = NULL;
 
-	db_worker(&worker, "eo_db_worker_main", "eo worker", dboid);
+	eo_db_worker_init(&worker, "eo_db_worker_main", "eo worker", dboid);
 	if (RegisterDynamicBackgroundWorker(&worker, &pass->handle))
 		return true;
 	pass->handle = NULL;
@@ -668,27 +653,4 @@ eo_first_generation_main(Datum main_arg)
 	connect_to_database(main_arg);
 	(void) run_in_transaction("eo: making the first key generation", EO_STEP_SWITCH, first_generation, NULL);
 	proc_exit(0);
-}
-
-/*
- * Run eo_first_generation_main in this database and wait for it to end.
- * False if no background worker slot was free (the caller then does the
- * work itself).
- */
-bool
-eo_run_first_generation_helper(void)
-{
-	BackgroundWorker worker;
-	BackgroundWorkerHandle *handle;
-	pid_t		pid;
-
-	db_worker(&worker, "eo_first_generation_main", "eo first generation", MyDatabaseId);
-	worker.bgw_notify_pid = MyProcPid;
-
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
-		return false;
-	if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
-		return false;
-	(void) WaitForBackgroundWorkerShutdown(handle);
-	return true;
 }
