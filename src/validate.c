@@ -19,14 +19,29 @@
 #include "eo.h"
 #include "outbox.h"
 
+/*
+ * The one check of a text argument: not null (22004), not empty (22023)
+ * unless `empty_ok`, at most `limit` bytes (`too_long`: 54000 for values,
+ * 42622 for names).  `what` names the argument in the message.
+ */
 static text *
-check_text_size(Datum value, int limit, const char *what)
+check_text(Datum value, bool isnull, const char *what, int limit, int too_long,
+		   bool empty_ok)
 {
-	text	   *t = DatumGetTextPP(value);
+	text	   *t;
 
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	t = DatumGetTextPP(value);
+	if (VARSIZE_ANY_EXHDR(t) == 0 && !empty_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
 	if (VARSIZE_ANY_EXHDR(t) > limit)
 		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				(errcode(too_long),
 				 errmsg("%s is too long", what),
 				 errdetail("It is %zu bytes; the limit is %d bytes.",
 						   (size_t) VARSIZE_ANY_EXHDR(t), limit)));
@@ -36,18 +51,8 @@ check_text_size(Datum value, int limit, const char *what)
 text *
 eo_check_key(Datum value, bool isnull)
 {
-	text	   *key;
-
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("idempotency key must not be null")));
-	key = check_text_size(value, EO_MAX_KEY_BYTES, "idempotency key");
-	if (VARSIZE_ANY_EXHDR(key) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("idempotency key must not be empty")));
-	return key;
+	return check_text(value, isnull, "idempotency key", EO_MAX_KEY_BYTES,
+					  ERRCODE_PROGRAM_LIMIT_EXCEEDED, false);
 }
 
 text *
@@ -55,7 +60,8 @@ eo_check_fingerprint(Datum value, bool isnull)
 {
 	if (isnull)
 		return NULL;
-	return check_text_size(value, EO_MAX_FINGERPRINT_BYTES, "fingerprint");
+	return check_text(value, false, "fingerprint", EO_MAX_FINGERPRINT_BYTES,
+					  ERRCODE_PROGRAM_LIMIT_EXCEEDED, true);
 }
 
 Jsonb *
@@ -366,26 +372,10 @@ eo_sqlstate_listed(const char *sqlstate, const char *list)
 char *
 eo_check_outbox_name(Datum value, bool isnull, const char *what)
 {
-	text	   *t;
-	char	   *s;
-	int			len;
+	text	   *t = check_text(value, isnull, what, EO_OUTBOX_MAX_NAME, ERRCODE_NAME_TOO_LONG, false);
+	char	   *s = text_to_cstring(t);
+	int			len = VARSIZE_ANY_EXHDR(t);
 
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	t = DatumGetTextPP(value);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", what)));
-	if (len > EO_OUTBOX_MAX_NAME)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("%s is too long", what),
-				 errdetail("It is %d bytes; the limit is %d bytes.", len, EO_OUTBOX_MAX_NAME)));
-	s = text_to_cstring(t);
 	for (int i = 0; i < len; i++)
 	{
 		char		c = s[i];
@@ -399,39 +389,16 @@ eo_check_outbox_name(Datum value, bool isnull, const char *what)
 	return s;
 }
 
-/* A name of 1 to `max` bytes, any characters: `what` says of what. */
-static char *
-check_plain_name(Datum value, bool isnull, const char *what, int max)
-{
-	text	   *t;
-	int			len;
-
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	t = DatumGetTextPP(value);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", what)));
-	if (len > max)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("%s name is too long", what),
-				 errdetail("It is %d bytes; the limit is %d bytes.", len, max)));
-	return text_to_cstring(t);
-}
-
 char *
 eo_check_group_name(Datum value, bool isnull)
 {
-	return check_plain_name(value, isnull, "consumer group", EO_GROUP_MAX_NAME);
+	return text_to_cstring(check_text(value, isnull, "consumer group", EO_GROUP_MAX_NAME,
+									  ERRCODE_NAME_TOO_LONG, false));
 }
 
 char *
 eo_check_scope_name(Datum value, bool isnull)
 {
-	return check_plain_name(value, isnull, "scope", EO_SCOPE_MAX_NAME);
+	return text_to_cstring(check_text(value, isnull, "scope", EO_SCOPE_MAX_NAME,
+									  ERRCODE_NAME_TOO_LONG, false));
 }
