@@ -15,7 +15,7 @@
   analyze.py summary CSV OUTDIR META
       Medians per contender, the medians of pairwise ratios (each ratio taken
       within one round, same clients and duplicate share), the targets of
-      issue 5 marked met/missed, medians.csv, summary.md and chart.png
+      the targets marked met/missed, medians.csv, summary.md and chart.png
       (gnuplot); plus the sections and targets of the other parts from the
       CSVs that bench/parts.sh wrote into OUTDIR (relay.csv, retention_*.csv,
       scale.csv, reclaim.csv).  META is a file of key=value lines describing
@@ -64,13 +64,13 @@ TARGETS = [
     ("eo vs hand-written, p99 latency", "eo", "hand", "base", "lat_p99_ms", "<=", 1.00),
     ("eo vs hand-written, tps, redelivery storm", "eo", "hand", "storm", "tps", ">=", 1.20),
     ("eo without result vs minimal hand-written, tps", "eo_noresult", "hand_min", "base", "tps", ">=", 0.95),
-    # issue 12: in the default configuration
+    # in the default configuration
     ("eo + emit vs hand-written outbox, tps", "eo_emit", "hand_outbox", "base", "tps", ">=", 1.00),
     ("eo + emit vs PgQ, tps", "eo_emit", "hand_pgq", "base", "tps", ">=", 1.10),
     ("eo + emit (notify => true, LISTEN) vs hand-written outbox, tps", "eo_emit_notify", "hand_outbox", "base", "tps", ">=", 1.00),
     ("eo lease mode vs hand-written two-transaction, tps", "eo_lease", "hand_lease", "base", "tps", ">=", 1.00),
-    ("eo with counters vs eo.track_counts = off, tps (issue 13)", "eo", "eo_nocount", "base", "tps", ">=", 0.98),
-    ("eo in a scope vs eo without one, tps (issue 14)", "eo_scoped", "eo", "base", "tps", ">=", 0.98),
+    ("eo with counters vs eo.track_counts = off, tps", "eo", "eo_nocount", "base", "tps", ">=", 0.98),
+    ("eo in a scope vs eo without one, tps", "eo_scoped", "eo", "base", "tps", ">=", 0.98),
     ("eo vs hand-written, WAL bytes per message", "eo", "hand", "base", "wal_bytes_per_msg", "<", 1.00),
     ("eo vs hand-written, dead key-row versions per processed message", "eo", "hand", "base", "key_dead_per_key", "<", 1.00),
 ]
@@ -524,7 +524,7 @@ def cmd_summary(csv_path, outdir, meta_path):
         L.append(f"\n**{meta['note']}**")
     if not rows:
         L.append(f"\n**The pgbench contenders did not run (PARTS=\"{meta.get('parts', '')}\"): "
-                 f"the table and the issue 5 targets below are empty.**")
+                 f"the table and the targets below are empty.**")
     L.append("\nMedians over rounds. tps is deliveries (messages, duplicates included) "
              "per second; latency is per delivery (both transactions in lease mode). "
              "WAL is bytes per delivery over the whole server. Dead versions are the "
@@ -544,7 +544,7 @@ def cmd_summary(csv_path, outdir, meta_path):
         if any(k[0] == c for k in med):
             L.append(f"- `{c}`: {DESCRIPTIONS[c]}")
 
-    L.append("\n## Targets (issue 5)\n")
+    L.append("\n## Targets\n")
     L.append("Median of the per-round ratios (min-max over rounds in brackets).\n")
     L.append("| target | clients | median ratio | range | goal | verdict |")
     L.append("|---|---:|---:|---|---|---|")
@@ -574,7 +574,7 @@ def cmd_summary(csv_path, outdir, meta_path):
                 S.append(f"\n**This part failed before it finished: its figures are incomplete "
                          f"(see the list of what was not measured).**")
     if T:
-        L.append("\nRelay (issue 4), retention and scale (issue 3), lease reclaim (DESIGN); "
+        L.append("\nRelay, retention and scale, lease reclaim (DESIGN); "
                  "details in the sections below.\n")
         L.append("| target | measured | goal | verdict |")
         L.append("|---|---|---|---|")

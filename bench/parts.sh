@@ -11,14 +11,14 @@
 # and the other parts still run.
 
 # ---------------------------------------------------------------------------
-# Sizes and settings (environment).  The defaults are the sizes of issue 5.
+# Sizes and settings (environment).  The defaults are the sizes the targets were set for.
 
 RELAY_EVENTS=${RELAY_EVENTS:-400000}      # events drained by each method
 RELAY_PAGE=${RELAY_PAGE:-10000}           # eo_relay_fetch max_events; also the load chunk
                                           # (one committed transaction, one PgQ tick, per chunk)
 RELAY_HAND_BATCH=${RELAY_HAND_BATCH:-1000} # LIMIT of the hand-written relay's SELECT
 RELAY_ROUNDS=${RELAY_ROUNDS:-2}           # rounds of the four drains, alternating order
-# eo_8slots_2relays: two relays side by side in the group (issue 12: >= 1.5x PgQ)
+# eo_8slots_2relays: two relays side by side in the group (target: >= 1.5x PgQ)
 RELAY_METHODS=${RELAY_METHODS:-"eo_1slot eo_8slots eo_8slots_2relays pgq hand"}
 
 RETENTION_KEYS=${RETENTION_KEYS:-1000000} # expired keys removed by each contender
@@ -639,7 +639,7 @@ reclaim_cleanup() {
 }
 
 # ---------------------------------------------------------------------------
-# 5. Scrape cost (issue 13): the exporter queries of monitoring/queries.yaml
+# 5. Scrape cost: the exporter queries of monitoring/queries.yaml
 # against SCRAPE_SMALL_KEYS and SCRAPE_KEYS stored keys (plus 10 live
 # leases, 10 failed keys, one outbox with a group and 1,000 events, half of
 # them acknowledged), timed in the server (bench_scrape: every query run

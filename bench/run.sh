@@ -22,7 +22,7 @@
 #
 # Output: bench/results/<timestamp>/ with runs.csv (one line per pgbench run),
 # pgbench/ (each run's pgbench output),
-# medians.csv, summary.md (medians, the targets of issue 5 as met/missed) and
+# medians.csv, summary.md (medians, the targets as met/missed) and
 # chart.png; summary and chart are also copied to bench/RESULTS.md and
 # bench/RESULTS.png.
 #
@@ -44,7 +44,7 @@
 #   EO_KEEP=1         keep the scratch directory (server log, data directory)
 #   PARTS="contenders relay retention scale reclaim scrape"   the parts to run
 #   RELAY_*, RETENTION_*, SCALE_*, RECLAIM_*   sizes of the other parts: see
-#                     bench/parts.sh (defaults: the sizes of issue 5)
+#                     bench/parts.sh (defaults: the sizes the targets were set for)
 # A quick smoke run of the contenders: PARTS=contenders ROUNDS=1 DURATION=2 bash bench/run.sh
 # Small runs of the other parts only:
 #   PARTS="relay retention scale reclaim" RELAY_EVENTS=20000 RETENTION_KEYS=50000 \
@@ -289,7 +289,7 @@ run_rounds() {
 }
 
 # ---------------------------------------------------------------------------
-# The parts of issue 5 that are not pgbench contenders.  Each hook runs
+# The parts of the suite that are not pgbench contenders.  Each hook runs
 # one part of bench/parts.sh (what it measures and how is described there)
 # if PARTS names it; part_run keeps a failing part from stopping the
 # others and records it as not measured.

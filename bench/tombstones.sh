@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/tombstones.sh -- the second tier of retention (issue 14, item 1):
+# bench/tombstones.sh -- the second tier of retention:
 # bytes per key in each tier, and what claims cost with TOMB_KEYS
 # tombstones against none.
 #

@@ -1,5 +1,5 @@
 -- eo_http_answer and eo_http_error_status: what an HTTP API answers for
--- each outcome of eo_claim (issue 14), as the IETF Idempotency-Key draft
+-- each outcome of eo_claim, as the IETF Idempotency-Key draft
 -- asks: a replay as the first answer, 409 in flight, 422 for a key reused
 -- with another request, 400 for a missing key; 410 for a dead key.
 

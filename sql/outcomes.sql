@@ -1,5 +1,5 @@
 --
--- outcomes: what a failure means, by its SQLSTATE (issue 14, item 2).
+-- outcomes: what a failure means, by its SQLSTATE.
 -- eo_fail(..., sqlstate, final) records a final failure (the key is
 -- rejected: every later claim raises the same error) or a retryable one
 -- (as before); eo.final_sqlstates says which by default.

@@ -1,5 +1,5 @@
 --
--- scopes: one namespace of keys per consumer or endpoint (issue 14, item 3).
+-- scopes: one namespace of keys per consumer or endpoint.
 -- A key is unique per (key, scope); a scope belongs to a role, and so do
 -- the keys claimed in it; keys without a scope are as before.
 --

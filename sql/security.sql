@@ -1,6 +1,6 @@
 --
 -- security: nothing eo does with its owner's rights can be hijacked by
--- objects that untrusted roles own (issue 9's audit, class by class).
+-- objects that untrusted roles own (an audit of 0.1.0, class by class).
 --
 -- regress_eo_mallory plays the database owner: she owns a schema the
 -- outboxes live in (as the database owner owns public in PostgreSQL 15+),

@@ -1,5 +1,5 @@
 --
--- tombstones: the second tier of retention (issue 14, item 1).  With
+-- tombstones: the second tier of retention.  With
 -- eo.tombstone_retention set, a key generation that retires leaves a
 -- compact tombstone of each done or dead key; a claim that meets one is a
 -- duplicate (or dead) with no result and result_expired set.

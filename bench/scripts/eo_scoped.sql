@@ -1,4 +1,4 @@
--- 7s. eo in a scope (issue 14): eo's script with scope => 'bench' on the
+-- 7s. eo in a scope: eo's script with scope => 'bench' on the
 -- claim and the completion; reset_state makes the scope, owned by bench_app.
 BEGIN;
 SELECT (status = 'claimed')::int AS fresh, result AS res FROM eo_claim(:k::text, scope => 'bench') \gset

@@ -65,7 +65,7 @@ is( $node->safe_psql(
 		qq{SELECT state FROM pg_stat_activity WHERE pid = $pid}),
 	'idle in transaction',
 	'victim is idle in transaction, uncommitted');
-# eo_status waits for the claim's transaction to end (issue 12): here it
+# eo_status waits for the claim's transaction to end: here it
 # never ends by itself, so a statement timeout cuts the wait.
 my (undef, undef, $status_err) = $node->psql('postgres',
 	q{SET statement_timeout = '300ms'; SELECT count(*) FROM eo_status('k')});

@@ -1,7 +1,7 @@
 # Copyright: eo authors.  See README.
 #
-# eo_status while the claiming transaction's COMMIT is still running (issue
-# 12): a client that lost its connection during a slow COMMIT asks
+# eo_status while the claiming transaction's COMMIT is still running: a
+# client that lost its connection during a slow COMMIT asks
 # eo_status what happened.  The COMMIT is made slow by a deferred
 # constraint trigger that sleeps.  eo_status must not answer before the
 # outcome is known:

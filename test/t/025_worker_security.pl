@@ -1,6 +1,6 @@
 # Copyright: eo authors.  See README.
 #
-# The worker against a hostile database owner (issue 9): in a database
+# The worker against a hostile database owner: in a database
 # owned by a role that is not a superuser, with eo installed in public
 # (which that role owns):
 # - an outbox table swapped for a look-alike whose created_at default runs

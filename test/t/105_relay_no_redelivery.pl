@@ -1,6 +1,6 @@
 # Copyright: eo authors.  See README.
 #
-# Acknowledged events are never handed out again (issue 12): producers
+# Acknowledged events are never handed out again: producers
 # committing one event per transaction while three relays of one group
 # share the default 8 slots, fetching pages of 100 and acknowledging every
 # page, with a lease (30 s) that never expires.  Every event must reach

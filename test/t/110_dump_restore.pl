@@ -1,6 +1,6 @@
 # Copyright: eo authors.  See README.
 #
-# eo's memory across pg_dump / pg_restore (issue 10).  A source cluster
+# eo's memory across pg_dump / pg_restore.  A source cluster
 # whose transaction ids are far ahead of a fresh one holds keys in every
 # state, a lease, an outbox with two consumer groups (one partly through
 # its events, with a page outstanding; one that has read nothing) and a

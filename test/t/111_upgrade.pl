@@ -1,6 +1,6 @@
 # Copyright: eo authors.  See README.
 #
-# ALTER EXTENSION eo UPDATE from the released 0.1.0 (issue 10).  0.1.0 is
+# ALTER EXTENSION eo UPDATE from the released 0.1.0.  0.1.0 is
 # built from its commit (tools/test.sh puts its source in EO_OLD_SOURCE)
 # and installed into a private copy of the PostgreSQL installation; a
 # server from that copy gets keys (done, failed, leased), a switched
