@@ -21,21 +21,8 @@ CREATE DATABASE regression_eo_maintain;
 \c regression_eo_maintain
 CREATE EXTENSION eo;
 
--- A copy of sql/test_setup.sql's helper: this file runs in a database of
--- its own.
-CREATE FUNCTION eo_test_try(stmt text) RETURNS text
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    r text;
-BEGIN
-    EXECUTE stmt INTO r;
-    RETURN 'ok' || coalesce(': ' || nullif(r, ''), '');
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' ||
-        regexp_replace(regexp_replace(SQLERRM, 'lease token [0-9]+', 'lease token N'),
-                       '\((-?[0-9]+)( [a-zA-Z]+)? \.\. (-?[0-9]+)( [a-zA-Z]+)?\)', '(\1 .. \3)');
-END
-$fn$;
+-- The expected-error helper, made in this file's own database too.
+\i test/eo_test_try.sql
 
 -- The overview without its timestamps.
 CREATE VIEW overview AS
