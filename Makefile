@@ -26,6 +26,7 @@ OBJS = \
 	src/emit.o \
 	src/outbox_partitions.o \
 	src/relay.o \
+	src/relay_status.o \
 	src/outbox_metrics.o
 
 # Install scripts: the released 0.1.0 script (never edited) and one update

@@ -163,10 +163,12 @@ ALTER TABLE eo_internal.eo_outboxes
 -- Consumer groups: owned by a role; id goes into the high bits of the
 -- group's lease tokens, so a token names the group it was issued for.
 -- Ids come from a sequence that cycles (eo_group_create skips ids still
--- in use): created and dropped groups cannot use the 23 bits up, and an
--- id comes back only after all the others have been handed out.
+-- in use): created and dropped groups cannot use the 13 bits up, and an
+-- id comes back only after all the others have been handed out.  13 bits
+-- of group over 40 of counter keep every token below 2^53, so JavaScript
+-- numbers and JSON parsers that read numbers as doubles keep it exact.
 CREATE SEQUENCE eo_internal.eo_outbox_group_id_seq AS pg_catalog.int4
-    MINVALUE 1 MAXVALUE 8388607 CYCLE;
+    MINVALUE 1 MAXVALUE 8191 CYCLE;
 REVOKE ALL ON SEQUENCE eo_internal.eo_outbox_group_id_seq FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_outbox_group_id_seq', '');
 ALTER TABLE eo_internal.eo_outbox_groups
@@ -838,3 +840,56 @@ RETURNS pg_catalog.int4
 AS 'MODULE_PATHNAME', 'eo_relay_ack'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8) FROM PUBLIC;
+
+-- ---- relays: several slots per fetch, leases that end with the session ----
+
+-- holder_pid: the backend that fetched or extended the page out.  A lease
+-- whose backend is gone (the relay crashed or lost its connection) is
+-- free at once, not when it expires; its token is fenced off as usual.
+ALTER TABLE eo_internal.eo_outbox_slots
+    ADD COLUMN holder_pid pg_catalog.int4;
+
+-- eo_relay_fetch(outbox, consumer_group, max_events, lease, slots): up to
+-- max_events events from up to `slots` free slots of the group, each
+-- slot's events with that slot's own lease token (acknowledge each token
+-- the page holds).  A second function rather than a new parameter of the
+-- 0.1.0 one: grants on that one stay as they are.
+CREATE FUNCTION @extschema@.eo_relay_fetch(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    max_events pg_catalog.int4,
+    lease pg_catalog.interval,
+    slots pg_catalog.int4,
+    OUT lease_token pg_catalog.int8,
+    OUT slot pg_catalog.int4,
+    OUT seq pg_catalog.int8,
+    OUT id pg_catalog.uuid,
+    OUT aggregatetype pg_catalog.text,
+    OUT aggregateid pg_catalog.text,
+    OUT type pg_catalog.text,
+    OUT payload pg_catalog.jsonb,
+    OUT headers pg_catalog.jsonb,
+    OUT created_at pg_catalog.timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_relay_fetch'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_fetch(pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.int4) FROM PUBLIC;
+
+-- eo_relay_status(outbox, consumer_group): one row per slot, for the
+-- group's relays (same rights as eo_relay_fetch): the exact number of
+-- events not yet acknowledged, and whether the slot is caught up, has
+-- events ready, or is leased (until when, by which backend).
+CREATE FUNCTION @extschema@.eo_relay_status(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    OUT slot pg_catalog.int4,
+    OUT state pg_catalog.text,
+    OUT backlog pg_catalog.int8,
+    OUT lease_expires_at pg_catalog.timestamptz,
+    OUT holder_pid pg_catalog.int4,
+    OUT last_fetch_at pg_catalog.timestamptz,
+    OUT last_ack_at pg_catalog.timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_relay_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_status(pg_catalog.text, pg_catalog.text) FROM PUBLIC;

@@ -144,7 +144,7 @@ convert(Oid seqid)
 										"   hist_xid = '{}', hist_seq = '{}', page_old = false,"
 										"   page_state = CASE WHEN s.page_state OPERATOR(pg_catalog.=) 'o' THEN 'r'"
 										"                ELSE s.page_state END,"
-										"   lease_expires_at = NULL"
+										"   lease_expires_at = NULL, holder_pid = NULL"
 										" FROM o WHERE s.outbox OPERATOR(pg_catalog.=) o.name"
 										" AND (s.sysid IS NULL OR s.sysid OPERATOR(pg_catalog.<>) $2)",
 										eo_internal_name(psprintf("%s_v", name))),

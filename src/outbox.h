@@ -60,6 +60,21 @@ typedef struct EoOutbox
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;
 
+/*
+ * One call of the relay API (relay.c, relay_status.c): the outbox, the
+ * group, and who called.  eo_relay_begin checks the caller's rights on
+ * both and connects SPI as the extension owner; eo_relay_end undoes it.
+ */
+typedef struct EoRelayCall
+{
+	EoOutbox   *ob;
+	char	   *grp;
+	int32		group_id;
+	Oid			group_owner;
+	EoIdentity	caller;			/* restored by eo_relay_end */
+} EoRelayCall;
+
+
 /* One event, as eo_emit was given it. */
 typedef struct EmitArgs
 {
@@ -115,6 +130,9 @@ extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
  * a partition */
 extern bool eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part);
 extern char *eo_relay_unacked_sql(const EoOutbox *ob, const char *e, const char *s);
+extern void eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, const char *grp);
+extern void eo_relay_end(EoRelayCall *call);
+extern bool eo_relay_holder_gone(int32 pid);
 
 /*
  * cluster.c: positions taken in another cluster (the database was restored

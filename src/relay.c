@@ -45,9 +45,14 @@
  * scans the events committed since it began (PgQ has the same cost and
  * trims it with txid lists; here it is one index range scan).
  *
- * Leases and fencing.  A fetch picks a slot whose lease is free or
- * expired with SELECT ... FOR UPDATE SKIP LOCKED, so two relays never
- * pick the same slot; it then gives the slot a lease and a new token:
+ * Leases and fencing.  A fetch reads the group's slots without a lock,
+ * passes over those leased to a live backend and those with nothing to
+ * hand out (a probe: no lock, no write, no WAL for a caught-up slot), and
+ * locks the next one with SELECT ... FOR UPDATE SKIP LOCKED if its lease
+ * is still as read, so two relays never pick the same slot.  A lease is
+ * free when it expired or when the backend that took it is gone (the
+ * relay crashed or lost its connection).  The fetch gives the slot a
+ * lease and a new token, up to `slots` slots per call:
  * the group's id in the high bits (TOKEN_GROUP_SHIFT) over a value from a
  * sequence, so tokens are strictly increasing per slot and name the group
  * they were issued for.  eo_relay_ack needs the slot's current token; once
@@ -80,6 +85,7 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/procarray.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -151,6 +157,7 @@ typedef struct Slot
 	int64		fetched_events;
 	int64		acked_events;
 	int64		redelivered_events;
+	int32		holder_pid;		/* the backend that took the lease; 0 if none */
 } Slot;
 
 #define SLOT_COLUMNS \
@@ -158,22 +165,26 @@ typedef struct Slot
 	" page_state, page_end, page_last, page_count, lease_token, lease_expires_at," \
 	" hist_xid, hist_seq, fetched_at, acked_at, old_hi, old_seq, old_pos_snap," \
 	" old_pos_lo, old_batch_snap, old_acked_seq, page_old, sysid," \
-	" fetched_events, acked_events, redelivered_events"
+	" fetched_events, acked_events, redelivered_events, holder_pid"
 
 /*
  * A lease token: the group's id above this many bits, a value of
- * eo_outbox_token_seq below (strictly increasing; 2^40 fetches).
+ * eo_outbox_token_seq below (strictly increasing; 2^40 fetches).  Group
+ * ids have 13 bits (eo_outbox_group_id_seq's MAXVALUE), so every token is
+ * below 2^53: exact for a relay that reads numbers as doubles (JavaScript,
+ * many JSON parsers).
  */
 #define TOKEN_GROUP_SHIFT 40
 #define TOKEN_COUNTER_MASK ((INT64CONST(1) << TOKEN_GROUP_SHIFT) - 1)
-#define TOKEN_MAX_GROUPS ((1 << (63 - TOKEN_GROUP_SHIFT)) - 1)	/* ids 1 .. this */
+#define TOKEN_MAX_GROUPS ((1 << (53 - TOKEN_GROUP_SHIFT)) - 1)	/* ids 1 .. this */
 
 /* Statements on eo's own tables, prepared once per backend. */
 typedef struct RelayPlans
 {
 	bool		ready;
 	SPIPlanPtr	group;
-	SPIPlanPtr	pick;
+	SPIPlanPtr	candidates;
+	SPIPlanPtr	lock;
 	SPIPlanPtr	by_token;
 	SPIPlanPtr	update;
 	SPIPlanPtr	cut;
@@ -181,16 +192,6 @@ typedef struct RelayPlans
 } RelayPlans;
 
 static RelayPlans plans;
-
-/* One relay call: the outbox, the group, and who called. */
-typedef struct RelayCall
-{
-	EoOutbox   *ob;
-	char	   *grp;
-	int32		group_id;
-	Oid			group_owner;
-	EoIdentity	caller;			/* restored by relay_end */
-} RelayCall;
 
 /* ---- argument checks ---- */
 
@@ -227,12 +228,12 @@ static void
 prepare_plans(void)
 {
 	Oid			group_types[2] = {TEXTOID, TEXTOID};
-	Oid			pick_types[4] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4ARRAYOID};
+	Oid			lock_types[6] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID};
 	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
-	Oid			update_types[25] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
+	Oid			update_types[26] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
 		PG_SNAPSHOTOID, INT8OID, INT8OID, INT8OID, CHAROID, INT8OID, BOOLOID, INT4OID,
 		INT8OID, TIMESTAMPTZOID, XID8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-	INT8OID, INT8OID, BOOLOID, INT8OID, INT8OID, INT8OID};
+	INT8OID, INT8OID, BOOLOID, INT8OID, INT8OID, INT8OID, INT4OID};
 	Oid			cut_types[1] = {REGCLASSOID};
 
 	if (plans.ready)
@@ -240,14 +241,23 @@ prepare_plans(void)
 	plans.group = eo_prepare_kept("SELECT id, owner FROM eo_internal.eo_outbox_groups"
 								  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 								  2, group_types);
-	/* Oldest-served first, so that one relay walks all slots in turn. */
-	plans.pick = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
+	/*
+	 * The group's slots, read without a lock (see read_candidates), oldest-served
+	 * first, so that one relay walks all slots in turn.
+	 */
+	plans.candidates = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
+									   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+									   " ORDER BY fetched_at NULLS FIRST, slot",
+									   2, group_types);
+	/* One of them locked, if its lease is still as it was read. */
+	plans.lock = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
 								 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-								 " AND (lease_expires_at IS NULL OR lease_expires_at OPERATOR(pg_catalog.<=) $3)"
-								 " AND slot OPERATOR(pg_catalog.<>) ALL ($4)"
-								 " ORDER BY fetched_at NULLS FIRST, slot LIMIT 1"
+								 " AND slot OPERATOR(pg_catalog.=) $3"
+								 " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
+								 " AND coalesce(lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) $5"
+								 " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
 								 " FOR UPDATE SKIP LOCKED",
-								 4, pick_types);
+								 6, lock_types);
 	plans.by_token = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
 									 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 									 " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE",
@@ -258,10 +268,11 @@ prepare_plans(void)
 								   " lease_token = $14, lease_expires_at = $15, hist_xid = $16,"
 								   " hist_seq = $17, fetched_at = $18, acked_at = $19,"
 								   " old_hi = $20, old_seq = $21, page_old = $22,"
-								   " fetched_events = $23, acked_events = $24, redelivered_events = $25"
+								   " fetched_events = $23, acked_events = $24, redelivered_events = $25,"
+								   " holder_pid = $26"
 								   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 								   " AND slot OPERATOR(pg_catalog.=) $3",
-								   25, update_types);
+								   26, update_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -283,10 +294,10 @@ prepare_plans(void)
  * Start a relay call on outbox `outbox` and group `grp` (unchecked): find
  * and check the outbox as the caller, then act as the extension owner
  * with SPI connected, the group read and the caller checked to be a
- * member of its role.  relay_end() undoes it.
+ * member of its role.  eo_relay_end() undoes it.
  */
-static void
-relay_begin(RelayCall *call, Datum outbox, bool outbox_null, const char *grp)
+void
+eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, const char *grp)
 {
 	Datum		values[2];
 	bool		isnull;
@@ -319,8 +330,8 @@ relay_begin(RelayCall *call, Datum outbox, bool outbox_null, const char *grp)
 				 errhint("Relay as a member of that role.")));
 }
 
-static void
-relay_end(RelayCall *call)
+void
+eo_relay_end(EoRelayCall *call)
 {
 	eo_restore_identity(&call->caller);
 	SPI_finish();
@@ -328,16 +339,16 @@ relay_end(RelayCall *call)
 
 /* Act as the caller of this relay call until eo_restore_identity(owner). */
 static void
-as_caller(RelayCall *call, EoIdentity *owner)
+as_caller(EoRelayCall *call, EoIdentity *owner)
 {
 	GetUserIdAndSecContext(&owner->userid, &owner->sec_context);
-	owner->guc_level = 0;		/* the settings stay as relay_begin pinned them */
+	owner->guc_level = 0;		/* the settings stay as eo_relay_begin pinned them */
 	SetUserIdAndSecContext(call->caller.userid, call->caller.sec_context);
 }
 
 /*
  * The page statement: it names the outbox's view in eo_internal, so it is
- * prepared as the owner (relay_begin switched), and run as the caller.
+ * prepared as the owner (eo_relay_begin switched), and run as the caller.
  */
 static void
 prepare_page_plan(EoOutbox *ob)
@@ -460,6 +471,8 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 	s->fetched_events = DatumGetInt64(column(tup, desc, 26, &isnull));
 	s->acked_events = DatumGetInt64(column(tup, desc, 27, &isnull));
 	s->redelivered_events = DatumGetInt64(column(tup, desc, 28, &isnull));
+	d = column(tup, desc, 29, &isnull);
+	s->holder_pid = isnull ? 0 : DatumGetInt32(d);
 }
 
 #define PARAM(i, value, isnull) \
@@ -468,8 +481,8 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 static void
 write_slot(const char *outbox, const char *grp, const Slot *s)
 {
-	Datum		values[25];
-	char		nulls[25];
+	Datum		values[26];
+	char		nulls[26];
 	Datum		xids[HIST];
 	Datum		seqs[HIST];
 	int			rc;
@@ -506,32 +519,71 @@ write_slot(const char *outbox, const char *grp, const Slot *s)
 	PARAM(22, Int64GetDatum(s->fetched_events), false);
 	PARAM(23, Int64GetDatum(s->acked_events), false);
 	PARAM(24, Int64GetDatum(s->redelivered_events), false);
+	PARAM(25, Int32GetDatum(s->holder_pid), !s->leased || s->holder_pid == 0);
 
 	rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "eo: slot update failed: %s", SPI_result_code_string(rc));
 }
 
-/* Lock and read a free slot of the group not tried yet; false if none. */
-static bool
-pick_slot(EoOutbox *ob, const char *grp, TimestampTz now, List *tried, Slot *s)
+/*
+ * Is the backend that took a lease gone?  Then the relay holding it
+ * crashed or lost its connection, and nobody will acknowledge the page
+ * under it: the lease is free at once (its token is fenced off as after
+ * an expiry).  A pid reused by another backend only keeps the lease until
+ * it expires, as before; this backend's own leases are never gone.
+ */
+bool
+eo_relay_holder_gone(int32 pid)
 {
-	Datum		values[4];
-	Datum	   *elems = palloc(sizeof(Datum) * (list_length(tried) + 1));
-	ListCell   *lc;
-	int			n = 0;
+	return pid != 0 && pid != MyProcPid && BackendPidGetProc(pid) == NULL;
+}
+
+static bool
+lease_free(const Slot *s, TimestampTz now)
+{
+	return !s->leased || s->lease_expires_at <= now || eo_relay_holder_gone(s->holder_pid);
+}
+
+/*
+ * The group's slots, unlocked, oldest-served first (in SPI's memory until
+ * eo_relay_end).  A fetch locks only the slots it will serve: one that is
+ * caught up costs a read, no lock, no WAL.
+ */
+static SPITupleTable *
+read_candidates(EoOutbox *ob, const char *grp, uint64 *n)
+{
+	Datum		values[2];
 	int			rc;
 
-	foreach(lc, tried)
-		elems[n++] = Int32GetDatum(lfirst_int(lc));
 	values[0] = CStringGetTextDatum(ob->name);
 	values[1] = CStringGetTextDatum(grp);
-	values[2] = TimestampTzGetDatum(now);
-	values[3] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32),
-												true, TYPALIGN_INT));
-	rc = SPI_execute_plan(plans.pick, values, NULL, false, 1);
+	rc = SPI_execute_plan(plans.candidates, values, NULL, false, 0);
 	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot pick failed: %s", SPI_result_code_string(rc));
+		elog(ERROR, "eo: slot scan failed: %s", SPI_result_code_string(rc));
+	*n = SPI_processed;
+	return SPI_tuptable;
+}
+
+/*
+ * Lock slot c->slot and read it into *s, if its lease is still as c saw
+ * it (free); false if another relay took or holds it meanwhile.
+ */
+static bool
+lock_slot(EoOutbox *ob, const char *grp, const Slot *c, Slot *s)
+{
+	Datum		values[6];
+	int			rc;
+
+	values[0] = CStringGetTextDatum(ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	values[2] = Int32GetDatum(c->slot);
+	values[3] = Int64GetDatum(c->has_token ? c->lease_token : 0);
+	values[4] = TimestampTzGetDatum(c->leased ? c->lease_expires_at : DT_NOBEGIN);
+	values[5] = Int32GetDatum(c->holder_pid);	/* as stored, leased or not */
+	rc = SPI_execute_plan(plans.lock, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: slot lock failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
 		return false;
 	read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
@@ -541,7 +593,7 @@ pick_slot(EoOutbox *ob, const char *grp, TimestampTz now, List *tried, Slot *s)
 
 /* The highest token the group's slots hold (0 if none). */
 static int64
-group_max_token(RelayCall *call)
+group_max_token(EoRelayCall *call)
 {
 	Datum		values[2];
 	bool		isnull;
@@ -726,7 +778,7 @@ page_destroy(DestReceiver *self)
  * in S, in seq order: at most r->max of them into the result.
  */
 static int32
-run_statement(RelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
+run_statement(EoRelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
 			  const Datum *values, const bool *nulls, PageReceiver *r)
 {
 	EoIdentity	owner;
@@ -766,7 +818,7 @@ run_statement(RelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
  * in S, in seq order: at most r->max of them into the result.
  */
 static int32
-run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
+run_page(EoRelayCall *call, const Slot *s, int64 lower, int64 upper,
 		 Datum p_snap, Datum s_snap, PageReceiver *r)
 {
 	Oid			types[6] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID};
@@ -790,7 +842,7 @@ run_page(RelayCall *call, const Slot *s, int64 lower, int64 upper,
  * is involved.  If none is left the section is closed (false).
  */
 static int32
-run_old_page(RelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
+run_old_page(EoRelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
 {
 	Oid			types[7] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, INT8OID,
 	PG_SNAPSHOTOID, INT8OID};
@@ -826,7 +878,7 @@ run_old_page(RelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
 }
 
 static bool
-serve_old(RelayCall *call, Slot *s, PageReceiver *r)
+serve_old(EoRelayCall *call, Slot *s, PageReceiver *r)
 {
 	if (run_old_page(call, s, s->old_hi, r) > 0)
 		return true;
@@ -847,7 +899,7 @@ batch_lower(const Slot *s)
 }
 
 static bool
-serve_batch(RelayCall *call, Slot *s, PageReceiver *r)
+serve_batch(EoRelayCall *call, Slot *s, PageReceiver *r)
 {
 	if (run_page(call, s, batch_lower(s), s->batch_hi, s->pos_snap, s->batch_snap, r) > 0)
 		return true;
@@ -863,7 +915,7 @@ serve_batch(RelayCall *call, Slot *s, PageReceiver *r)
  * moves to S at once and false is returned.
  */
 static bool
-start_batch(RelayCall *call, Slot *s, const Cut *cut, PageReceiver *r)
+start_batch(EoRelayCall *call, Slot *s, const Cut *cut, PageReceiver *r)
 {
 	int64		lo = lower_bound(s, cut->xmin);
 	bool		found;
@@ -884,101 +936,161 @@ start_batch(RelayCall *call, Slot *s, const Cut *cut, PageReceiver *r)
 	return true;
 }
 
+/* A receiver of page rows, into `store` (NULL: count only). */
+static void
+init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max)
+{
+	memset(r, 0, sizeof(*r));
+	r->pub.receiveSlot = page_receive;
+	r->pub.rStartup = page_startup;
+	r->pub.rShutdown = page_shutdown;
+	r->pub.rDestroy = page_destroy;
+	r->pub.mydest = DestTuplestore;	/* not DestNone: SPI would call it discarded */
+	r->store = store;
+	r->desc = desc;
+	r->count_only = store == NULL;
+	r->max = max;
+}
+
 /*
- * eo_relay_fetch(outbox, consumer_group, max_events, lease) returns the
- * next page of events of one free slot of the group, with the lease token
- * that acknowledges it; no rows if every free slot is caught up.
+ * Might the free slot c (read unlocked) have something to hand out?  A
+ * batch or an earlier cluster's events in progress, or an event committed
+ * since its position: probed with a snapshot of its own, as the one
+ * start_batch takes after the lock must be newer than the slot's state
+ * then.  The probe has no false "no": c's position can only be older than
+ * the slot's, which shows more events, not fewer.
+ */
+static bool
+may_have_work(EoRelayCall *call, const Slot *c)
+{
+	PageReceiver probe;
+	Cut			cut;
+
+	if (c->has_old || c->has_batch)
+		return true;
+	take_cut(call->ob, &cut);
+	init_receiver(&probe, NULL, NULL, 1);
+	return run_page(call, c, c->pos_lo - 1, cut.hi, c->pos_snap, cut.snap, &probe) > 0;
+}
+
+/*
+ * Serve the locked slot s: its next page into the result (true), or
+ * nothing if it has nothing left; its row is written either way.
+ */
+static bool
+serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 lease_usecs)
+{
+	EoOutbox   *ob = call->ob;
+	Cut			cut;
+	bool		served;
+
+	CHECK_FOR_INTERRUPTS();
+	s->page_old = s->has_old && serve_old(call, s, r);
+	if (s->page_old)
+		served = true;
+	else if (s->has_batch)
+		served = serve_batch(call, s, r);
+	else
+	{
+		/*
+		 * The snapshot is taken after the slot is locked, for each slot: one
+		 * taken earlier in this call (for another slot) can be older than
+		 * the position another relay acknowledged for this slot meanwhile,
+		 * and moving the slot to it would hand the events in between out
+		 * again.
+		 */
+		take_cut(ob, &cut);
+		served = start_batch(call, s, &cut, r);
+	}
+	s->has_fetched = true;
+	s->fetched_at = now;
+	if (served)
+	{
+		/* A page not acknowledged comes back first, same events first. */
+		if (s->page_state == PAGE_OUT || s->page_state == PAGE_RELEASED)
+			s->redelivered_events += Min(r->count, s->page_count);
+		s->fetched_events += r->count;
+		s->page_state = PAGE_OUT;
+		s->page_end = r->last_seq;
+		s->page_last = !r->more;
+		s->page_count = r->count;
+		s->has_token = true;
+		s->lease_token = r->token;
+		s->leased = true;
+		s->lease_expires_at = now + lease_usecs;
+		s->holder_pid = MyProcPid;
+	}
+	else if (s->page_state == PAGE_OUT)
+		s->page_state = PAGE_RELEASED;	/* an expired lease, nothing left */
+	write_slot(ob->name, call->grp, s);
+	return served;
+}
+
+static int32
+check_count(FunctionCallInfo fcinfo, int arg, const char *what, int32 max)
+{
+	if (PG_ARGISNULL(arg) || PG_GETARG_INT32(arg) < 1 || PG_GETARG_INT32(arg) > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between 1 and %d", what, max)));
+	return PG_GETARG_INT32(arg);
+}
+
+/*
+ * eo_relay_fetch(outbox, consumer_group, max_events, lease [, slots])
+ * returns the next pages of events of up to `slots` (default 1) free
+ * slots of the group, at most max_events in all, each slot's events with
+ * the lease token that acknowledges them; no rows if every free slot is
+ * caught up.  Slots are served oldest-served first; one that turns out to
+ * have nothing is passed over without a write.
  */
 Datum
 eo_relay_fetch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
-	int32		max_events;
+	int32		max_events = check_count(fcinfo, 2, "max_events", EO_RELAY_MAX_EVENTS);
 	int64		lease_usecs = eo_check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3), EO_LEASE_RELAY);
-	RelayCall	call;
+	int32		want = PG_NARGS() > 4 ? check_count(fcinfo, 4, "slots", EO_OUTBOX_MAX_SLOTS) : 1;
+	EoRelayCall call;
 	EoOutbox   *ob;
 	PageReceiver r;
-	Cut			cut;
-	List	   *tried = NIL;
+	SPITupleTable *candidates;
+	uint64		ncandidates;
 	TimestampTz now = GetCurrentTimestamp();
-	Slot		s;
-
-	if (PG_ARGISNULL(2) || PG_GETARG_INT32(2) < 1 || PG_GETARG_INT32(2) > EO_RELAY_MAX_EVENTS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_events must be between 1 and %d", EO_RELAY_MAX_EVENTS)));
-	max_events = PG_GETARG_INT32(2);
+	int32		served = 0;
+	int32		events = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
 
-	relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
+	eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
 	ob = call.ob;
 
 	/* Before any snapshot of this fetch: see doorbell.c. */
 	ob->bell_seen = eo_doorbell_read(ob->relid);
 	ob->bell_known = true;
 
-	memset(&r, 0, sizeof(r));
-	r.pub.receiveSlot = page_receive;
-	r.pub.rStartup = page_startup;
-	r.pub.rShutdown = page_shutdown;
-	r.pub.rDestroy = page_destroy;
-	r.pub.mydest = DestTuplestore;	/* not DestNone: SPI would call it discarded */
-	r.store = rsinfo->setResult;
-	r.desc = rsinfo->setDesc;
+	init_receiver(&r, rsinfo->setResult, rsinfo->setDesc, max_events);
 	r.token_seq = eo_ob_token_seq();
 	r.token_group = (int64) call.group_id << TOKEN_GROUP_SHIFT;
-	r.max = max_events;
-	memset(&cut, 0, sizeof(cut));
 
-	while (pick_slot(ob, grp, now, tried, &s))
+	candidates = read_candidates(ob, grp, &ncandidates);
+	for (uint64 i = 0; i < ncandidates && served < want && events < max_events; i++)
 	{
-		bool		served;
+		Slot		c;
+		Slot		s;
 
-		CHECK_FOR_INTERRUPTS();
-		s.page_old = s.has_old && serve_old(&call, &s, &r);
-		if (s.page_old)
-			served = true;
-		else if (s.has_batch)
-			served = serve_batch(&call, &s, &r);
-		else
+		read_slot(candidates->vals[i], candidates->tupdesc, &c);
+		if (!lease_free(&c, now) || !may_have_work(&call, &c) || !lock_slot(ob, grp, &c, &s))
+			continue;
+		r.max = max_events - events;
+		if (serve_slot(&call, &s, &r, now, lease_usecs))
 		{
-			/*
-			 * The snapshot is taken after the slot is locked, for each slot:
-			 * one taken earlier in this call (for another slot) can be older
-			 * than the position another relay acknowledged for this slot
-			 * meanwhile, and moving the slot to it would hand the events in
-			 * between out again.
-			 */
-			take_cut(ob, &cut);
-			served = start_batch(&call, &s, &cut, &r);
+			served++;
+			events += r.count;
 		}
-		s.has_fetched = true;
-		s.fetched_at = now;
-		if (served)
-		{
-			/* A page not acknowledged comes back first, same events first. */
-			if (s.page_state == PAGE_OUT || s.page_state == PAGE_RELEASED)
-				s.redelivered_events += Min(r.count, s.page_count);
-			s.fetched_events += r.count;
-			s.page_state = PAGE_OUT;
-			s.page_end = r.last_seq;
-			s.page_last = !r.more;
-			s.page_count = r.count;
-			s.has_token = true;
-			s.lease_token = r.token;
-			s.leased = true;
-			s.lease_expires_at = now + lease_usecs;
-		}
-		else if (s.page_state == PAGE_OUT)
-			s.page_state = PAGE_RELEASED;	/* an expired lease, nothing left */
-		write_slot(ob->name, grp, &s);
-		if (served)
-			break;
-		tried = lappend_int(tried, s.slot);
 	}
-	relay_end(&call);
+	eo_relay_end(&call);
 	return (Datum) 0;
 }
 
@@ -1021,7 +1133,7 @@ eo_relay_wait(PG_FUNCTION_ARGS)
  * a token of this group (55000).
  */
 static void
-find_token(RelayCall *call, int64 token, Slot *s)
+find_token(EoRelayCall *call, int64 token, Slot *s)
 {
 	const char *grp = call->grp;
 	Datum		values[3];
@@ -1067,7 +1179,7 @@ refuse_not_out(const Slot *s, int64 token)
 
 typedef struct TokenArgs
 {
-	RelayCall	call;
+	EoRelayCall	call;
 	int64		token;
 	Slot		slot;
 } TokenArgs;
@@ -1079,7 +1191,7 @@ open_token(FunctionCallInfo fcinfo, TokenArgs *t)
 	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 
 	t->token = check_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
-	relay_begin(&t->call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
+	eo_relay_begin(&t->call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
 	find_token(&t->call, t->token, &t->slot);
 }
 
@@ -1090,18 +1202,11 @@ open_token(FunctionCallInfo fcinfo, TokenArgs *t)
  * has not moved since.
  */
 static int32
-count_page_upto(RelayCall *call, const Slot *s, int64 upto, int64 *last)
+count_page_upto(EoRelayCall *call, const Slot *s, int64 upto, int64 *last)
 {
 	PageReceiver r;
 
-	memset(&r, 0, sizeof(r));
-	r.pub.receiveSlot = page_receive;
-	r.pub.rStartup = page_startup;
-	r.pub.rShutdown = page_shutdown;
-	r.pub.rDestroy = page_destroy;
-	r.pub.mydest = DestTuplestore;
-	r.max = s->page_count;
-	r.count_only = true;
+	init_receiver(&r, NULL, NULL, s->page_count);
 	if (s->page_old)
 		(void) run_old_page(call, s, Min(upto, s->page_end), &r);
 	else
@@ -1183,7 +1288,7 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 	}
 	else if (s->page_state != PAGE_ACKED)
 		refuse_not_out(s, t.token);
-	relay_end(&t.call);
+	eo_relay_end(&t.call);
 	PG_RETURN_INT32(count);
 }
 
@@ -1200,8 +1305,9 @@ eo_relay_extend(PG_FUNCTION_ARGS)
 		refuse_not_out(&t.slot, t.token);
 	expires = GetCurrentTimestamp() + lease_usecs;
 	t.slot.lease_expires_at = expires;
+	t.slot.holder_pid = MyProcPid;	/* the lease now lasts while this backend does */
 	write_slot(t.call.ob->name, t.call.grp, &t.slot);
-	relay_end(&t.call);
+	eo_relay_end(&t.call);
 	PG_RETURN_TIMESTAMPTZ(expires);
 }
 
@@ -1220,7 +1326,7 @@ eo_relay_release(PG_FUNCTION_ARGS)
 	t.slot.page_state = PAGE_RELEASED;
 	t.slot.leased = false;
 	write_slot(t.call.ob->name, t.call.grp, &t.slot);
-	relay_end(&t.call);
+	eo_relay_end(&t.call);
 	PG_RETURN_VOID();
 }
 

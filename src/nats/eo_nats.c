@@ -149,6 +149,7 @@ usage(FILE *out)
 			"  --stream NAME          the stream that must take every event (checked at start,\n"
 			"                         and on each publish)\n"
 			"  --max-events N         events per page (default 500)\n"
+			"  --slots N              slots of the group per page (default 1024: all free ones)\n"
 			"  --lease SECONDS        a page's lease (default 30)\n"
 			"  --ack-wait MS          how long to wait for JetStream's acknowledgements\n"
 			"                         (default 10000)\n"
@@ -200,6 +201,7 @@ parse(int argc, char **argv, Config *cfg)
 		{"subject", required_argument, NULL, 's'},
 		{"stream", required_argument, NULL, 'S'},
 		{"max-events", required_argument, NULL, 'm'},
+		{"slots", required_argument, NULL, 'n'},
 		{"lease", required_argument, NULL, 'l'},
 		{"ack-wait", required_argument, NULL, 'w'},
 		{"durable", required_argument, NULL, 'd'},
@@ -222,6 +224,7 @@ parse(int argc, char **argv, Config *cfg)
 	cfg->nats_url = "nats://127.0.0.1:4222";
 	cfg->subject = "{outbox}.{aggregatetype}";
 	cfg->max_events = 500;
+	cfg->slots = 1024;
 	cfg->lease_secs = 30;
 	cfg->ack_wait_ms = 10000;
 	cfg->batch = 100;
@@ -245,6 +248,7 @@ parse(int argc, char **argv, Config *cfg)
 			case 's': cfg->subject = optarg; break;
 			case 'S': cfg->stream = optarg; break;
 			case 'm': cfg->max_events = positive(optarg, "--max-events"); break;
+			case 'n': cfg->slots = positive(optarg, "--slots"); break;
 			case 'l': cfg->lease_secs = positive(optarg, "--lease"); break;
 			case 'w': cfg->ack_wait_ms = positive(optarg, "--ack-wait"); break;
 			case 'd': cfg->durable = optarg; break;

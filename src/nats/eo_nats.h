@@ -44,6 +44,7 @@ typedef struct Config
 	const char *subject;		/* template */
 	const char *stream;			/* expected stream, checked at start */
 	int			max_events;
+	int			slots;			/* slots per fetch (eo_relay_fetch's slots) */
 	int			lease_secs;
 	int			ack_wait_ms;	/* how long to wait for PubAcks of a page */
 	/* apply */
@@ -64,6 +65,7 @@ typedef struct Config
 /* One event of a page, as eo_relay_fetch gave it (strings of the result). */
 typedef struct Event
 {
+	long long	token;			/* the lease token of its slot's page */
 	long long	seq;
 	const char *id;
 	const char *aggregatetype;

@@ -3,16 +3,18 @@
  *	  eo_nats forward: one consumer group of an outbox delivered to NATS
  *	  JetStream, at least once, deduplicated there by event id.
  *
- * The loop.  Fetch a page (eo_relay_fetch, its own transaction), publish
- * its events to JetStream with header Nats-Msg-Id = the event id, wait
- * for JetStream's acknowledgement (PubAck) of each, then acknowledge the
- * page to eo (eo_relay_ack).  A forwarder killed anywhere in between
+ * The loop.  Fetch a page (eo_relay_fetch, its own transaction: the
+ * next events of every free slot of the group, up to --max-events, each
+ * slot's with a lease token of its own), publish its events to JetStream
+ * with header Nats-Msg-Id = the event id, wait for JetStream's
+ * acknowledgement (PubAck) of each, then acknowledge each slot's part to
+ * eo (eo_relay_ack per token).  A forwarder killed anywhere in between
  * loses nothing: the page's lease ends, the page comes back, the events
  * are published again and JetStream drops the copies it already stored
  * (within the stream's duplicate window, which must outlast a lease).
  * Several forwarders of one group share its slots, as relays do.
  *
- * Order.  A page holds one slot's events in seq order, and an aggregate's
+ * Order.  A page holds each slot's events in seq order, and an aggregate's
  * events are all in one slot.  They are published in waves: wave k holds
  * the k-th event of every aggregate of the page, and the next wave starts
  * only once every event of this one was acknowledged, so no event is
@@ -22,11 +24,11 @@
  * Failures.  An event JetStream does not acknowledge (no stream takes the
  * subject, the stream refuses it, the payload is over the server's
  * max_payload, no answer in --ack-wait) is logged with its id and cause;
- * its aggregate's later events are not published.  The page is then
- * acknowledged up to its first event not delivered (eo_relay_ack with
- * upto_seq), so what was delivered is not handed out again, and the rest
- * comes back at the slot's next fetch, after a backoff.  Other slots are
- * not held up.  Losing PostgreSQL or NATS: reconnect with backoff; nothing
+ * its aggregate's later events are not published.  That slot's part is
+ * then acknowledged up to its first event not delivered (eo_relay_ack
+ * with upto_seq), so what was delivered is not handed out again, and the
+ * rest comes back at the slot's next fetch, after a backoff.  The other
+ * slots' parts are acknowledged whole: they are not held up.  Losing PostgreSQL or NATS: reconnect with backoff; nothing
  * is held meanwhile (a fetch holds its slot's row lock only for its own
  * statement), so claims, emits and eo's maintenance never wait for NATS.
  *
@@ -61,7 +63,7 @@
 	"     E'\\n' ORDER BY h.key)" \
 	"   FROM jsonb_each(headers) h" \
 	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" \
-	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8))"
+	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8), $5::int4)"
 
 typedef enum
 {
@@ -76,7 +78,6 @@ typedef struct Page
 {
 	PGresult   *res;
 	int			n;
-	long long	token;
 	Event	   *ev;
 	EventState *state;
 	char	  **cause;			/* of EV_FAILED, malloc'd */
@@ -139,12 +140,14 @@ fetch(Forwarder *f, Page *p)
 {
 	char		max[16];
 	char		lease[16];
-	const char *params[4] = {f->cfg->outbox, f->cfg->group, max, lease};
+	char		slots[16];
+	const char *params[5] = {f->cfg->outbox, f->cfg->group, max, lease, slots};
 
 	snprintf(max, sizeof(max), "%d", f->cfg->max_events);
 	snprintf(lease, sizeof(lease), "%d", f->cfg->lease_secs);
+	snprintf(slots, sizeof(slots), "%d", f->cfg->slots);
 	memset(p, 0, sizeof(*p));
-	p->res = PQexecParams(f->pg, FETCH_SQL, 4, NULL, params, NULL, NULL, 0);
+	p->res = PQexecParams(f->pg, FETCH_SQL, 5, NULL, params, NULL, NULL, 0);
 	if (!pg_ok(f->pg, p->res, PGRES_TUPLES_OK, "eo_relay_fetch"))
 	{
 		PQclear(p->res);
@@ -154,7 +157,6 @@ fetch(Forwarder *f, Page *p)
 	p->n = PQntuples(p->res);
 	if (p->n == 0)
 		return true;
-	p->token = atoll(PQgetvalue(p->res, 0, 0));
 	p->ev = calloc(p->n, sizeof(Event));
 	p->state = calloc(p->n, sizeof(EventState));
 	p->cause = calloc(p->n, sizeof(char *));
@@ -163,6 +165,7 @@ fetch(Forwarder *f, Page *p)
 	{
 		Event	   *e = &p->ev[i];
 
+		e->token = atoll(PQgetvalue(p->res, i, 0));
 		e->seq = atoll(PQgetvalue(p->res, i, 1));
 		e->id = PQgetvalue(p->res, i, 2);
 		e->aggregatetype = PQgetvalue(p->res, i, 3);
@@ -303,17 +306,17 @@ publish_page(Forwarder *f, Page *p)
 
 /* ---- acknowledging ---- */
 
-/* eo_relay_ack of the page, whole or (upto >= 0) up to seq upto. */
+/* eo_relay_ack of one slot's part, whole or (upto >= 0) up to seq upto. */
 static bool
-ack(Forwarder *f, Page *p, long long upto)
+ack(Forwarder *f, long long token, long long upto)
 {
-	char		token[32];
+	char		tok[32];
 	char		seq[32];
-	const char *params[4] = {f->cfg->outbox, f->cfg->group, token, seq};
+	const char *params[4] = {f->cfg->outbox, f->cfg->group, tok, seq};
 	PGresult   *res;
 	bool		ok;
 
-	snprintf(token, sizeof(token), "%lld", p->token);
+	snprintf(tok, sizeof(tok), "%lld", token);
 	snprintf(seq, sizeof(seq), "%lld", upto);
 	res = PQexecParams(f->pg, upto >= 0
 					   ? "SELECT eo_relay_ack($1, $2, $3::int8, $4::int8)"
@@ -324,54 +327,78 @@ ack(Forwarder *f, Page *p, long long upto)
 		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "55006") == 0)
 		log_msg("warning", "the page's lease (token %lld) ended before it was acknowledged:"
 				" another forwarder delivers it again, and JetStream drops the copies",
-				p->token);
+				token);
 	PQclear(res);
 	return ok;
 }
 
+static void
+log_failure(Forwarder *f, Page *p, int i)
+{
+	char		agg_type[80],
+				agg_id[80],
+				type[80],
+				cause[300];
+
+	log_msg("error", "event %s (outbox \"%s\", aggregate \"%s\" \"%s\", type \"%s\", seq %lld)"
+			" was not delivered: %s",
+			p->ev[i].id, f->cfg->outbox,
+			printable(p->ev[i].aggregatetype, agg_type, sizeof(agg_type)),
+			printable(p->ev[i].aggregateid, agg_id, sizeof(agg_id)),
+			printable(p->ev[i].type, type, sizeof(type)), p->ev[i].seq,
+			printable(p->cause[i], cause, sizeof(cause)));
+}
+
 /*
- * After a page: acknowledge what was stored, in order.  Returns true if
- * every event was delivered.
+ * Acknowledge the slot part of the page in rows [from, to) (one token):
+ * whole if every event of it was stored, else up to the first that was
+ * not.  Returns how many of its events were delivered.
+ */
+static int
+settle_part(Forwarder *f, Page *p, int from, int to)
+{
+	int			stored = from;
+
+	while (stored < to && p->state[stored] == EV_STORED)
+		stored++;
+	if (stored == to)
+		return ack(f, p->ev[from].token, -1) ? to - from : 0;
+	/* up to the first event not delivered; the rest comes back */
+	return ack(f, p->ev[from].token, stored > from ? p->ev[stored - 1].seq : 0) ? stored - from : 0;
+}
+
+/*
+ * After a page: acknowledge what was stored, slot by slot, in order.
+ * Returns true if every event was delivered.
  */
 static bool
 settle(Forwarder *f, Page *p)
 {
-	int			stored = 0;
+	int			delivered = 0;
+	bool		all = true;
 
-	while (stored < p->n && p->state[stored] == EV_STORED)
-		stored++;
 	for (int i = 0; i < p->n; i++)
-		if (p->state[i] == EV_FAILED)
-		{
-			char		agg_type[80],
-						agg_id[80],
-						type[80],
-						cause[300];
-
-			log_msg("error", "event %s (outbox \"%s\", aggregate \"%s\" \"%s\", type \"%s\", seq %lld)"
-					" was not delivered: %s",
-					p->ev[i].id, f->cfg->outbox,
-					printable(p->ev[i].aggregatetype, agg_type, sizeof(agg_type)),
-					printable(p->ev[i].aggregateid, agg_id, sizeof(agg_id)),
-					printable(p->ev[i].type, type, sizeof(type)), p->ev[i].seq,
-					printable(p->cause[i], cause, sizeof(cause)));
-		}
-	if (stored == p->n)
 	{
-		crash_point("after-puback");
-		if (ack(f, p, -1))
-		{
-			f->events += p->n;
-			f->pages++;
-			log_msg("debug", "page of %d events delivered (%d already in JetStream), token %lld",
-					p->n, p->duplicates, p->token);
-		}
-		return true;
+		if (p->state[i] == EV_FAILED)
+			log_failure(f, p, i);
+		all = all && p->state[i] == EV_STORED;
 	}
-	/* up to the first event not delivered; the rest comes back */
-	if (ack(f, p, stored > 0 ? p->ev[stored - 1].seq : 0))
-		f->events += stored;
-	return false;
+	if (all)
+		crash_point("after-puback");
+	for (int from = 0, to; from < p->n; from = to)
+	{
+		for (to = from + 1; to < p->n && p->ev[to].token == p->ev[from].token; to++)
+			;
+		delivered += settle_part(f, p, from, to);
+	}
+	f->events += delivered;
+	if (all)
+	{
+		f->pages++;
+		log_msg("debug", "page of %d events delivered (%d already in JetStream)",
+				p->n, p->duplicates);
+	}
+	return all;
 }
 
 /* ---- the loop ---- */

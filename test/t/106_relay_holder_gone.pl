@@ -1,0 +1,112 @@
+# Copyright: eo authors.  See README.
+#
+# A relay that dies holding pages does not stall its slots until the
+# lease ends.  A relay (a psql process) fetches with a one-hour lease from
+# every slot and is killed (SIGKILL, the client process: its backend sees
+# the connection close).  While it lived, another relay got nothing and
+# eo_relay_status said 'leased' with its pid; once its backend is gone the
+# next fetch gets the same events at once under new tokens, the dead
+# relay's tokens are stale, and everything is delivered once.  The same
+# holds for a backend ended by pg_terminate_backend.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use IPC::Run;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('relay_holder_gone');
+$node->init;
+$node->append_conf('postgresql.conf', "eo.naptime = 3600");
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION eo;
+SELECT eo_outbox_create('hg', slots => 4, notify => false);
+SELECT eo_group_create('hg', 'g');
+SELECT count(eo_emit('hg', 'order', 'o' || i, 'E', jsonb_build_object('i', i)))
+FROM generate_series(1, 40) i;
+});
+
+# A relay in its own psql process: fetch from every slot, keep the lease.
+sub start_relay
+{
+	my ($in, $out, $err) = ('', '', '');
+	my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-f', '-',
+		  '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err, $timeout);
+	$in .= q{
+SELECT 'pid=' || pg_backend_pid();
+SELECT 'got=' || count(*) || ',' || count(DISTINCT lease_token) || ',' || string_agg(lease_token::text, ' ')
+FROM eo_relay_fetch('hg', 'g', 1000, '1 hour', 4);
+};
+	ok(pump_until($h, $timeout, \$out, qr/^got=.*\n/m), 'the relay fetched')
+	  or diag("stdout: $out\nstderr: $err");
+	my ($pid) = $out =~ /^pid=(\d+)$/m;
+	my ($n, $tokens, $list) = $out =~ /^got=(\d+),(\d+),(.*)$/m;
+	return ($h, $pid, $n, $tokens, $list);
+}
+
+sub wait_gone
+{
+	my ($pid) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $pid)")
+	  or die "backend $pid did not go away";
+}
+
+my ($h, $pid, $n, $tokens, $list) = start_relay();
+is($n, 40, 'the first relay got every event');
+ok($tokens > 1, "from several slots, a token each ($tokens)");
+
+is($node->safe_psql('postgres', q{SELECT count(*) FROM eo_relay_fetch('hg', 'g', 1000, '1 hour', 4)}),
+	'0', 'while it lives, another relay gets nothing');
+is( $node->safe_psql(
+		'postgres',
+		qq{SELECT count(*) FILTER (WHERE state = 'leased' AND holder_pid = $pid), sum(backlog)
+		   FROM eo_relay_status('hg', 'g')}),
+	"$tokens|40",
+	'eo_relay_status: its slots are leased, by its pid, and the backlog is all 40');
+
+# kill -9 of the relay process
+$h->signal('KILL');
+$h->finish;
+wait_gone($pid);
+
+is( $node->safe_psql(
+		'postgres', q{SELECT string_agg(DISTINCT state, ',') FROM eo_relay_status('hg', 'g')}),
+	'ready', 'once its backend is gone, its slots are ready, not leased');
+my ($h2, $pid2, $n2, $tokens2, $list2) = start_relay();
+is($n2, 40, 'the next relay gets the same 40 events at once, an hour before the lease ends');
+
+# the dead relay's tokens are stale now
+my @stale = grep { $_ ne '' } split / /, $list;
+my (undef, undef, $err) = $node->psql('postgres', "SELECT eo_relay_ack('hg', 'g', $stale[0])");
+like($err, qr/is stale/, "the dead relay's token is stale (55006)");
+
+# the second relay's backend is ended by an administrator
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid2)");
+$h2->finish;
+wait_gone($pid2);
+
+# a third relay, in this process, delivers and acknowledges everything
+my $acked = $node->safe_psql('postgres', q{
+CREATE TABLE got AS SELECT * FROM eo_relay_fetch('hg', 'g', 1000, '1 hour', 4);
+SELECT sum(eo_relay_ack('hg', 'g', t)) FROM (SELECT DISTINCT lease_token AS t FROM got) x;
+});
+is($acked, '40', 'after pg_terminate_backend too, the next relay gets and acknowledges all 40');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT (SELECT count(DISTINCT payload->>'i') FROM got),
+		         (SELECT sum(backlog) FROM eo_relay_status('hg', 'g'))}),
+	'40|0',
+	'each event once, and nothing left');
+is( $node->safe_psql(
+		'postgres', q{SELECT count(*) FROM eo_relay_fetch('hg', 'g', 1000, '1 hour', 4)}),
+	'0', 'caught up');
+
+$node->stop;
+done_testing();
