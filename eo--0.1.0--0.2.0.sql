@@ -162,9 +162,11 @@ ALTER TABLE eo_internal.eo_outboxes
 
 -- Consumer groups: owned by a role; id goes into the high bits of the
 -- group's lease tokens, so a token names the group it was issued for.
--- Ids come from a sequence that cycles (eo_group_create skips ids still
--- in use): created and dropped groups cannot use the 13 bits up, and an
--- id comes back only after all the others have been handed out.  13 bits
+-- Ids are unique per outbox (tokens are only ever looked up within one
+-- outbox), so the roles of one outbox cannot use up another's.  They come
+-- from a sequence that cycles (eo_group_create skips ids the outbox still
+-- uses): created and dropped groups cannot use the 13 bits up, and an id
+-- comes back only after all the others have been handed out.  13 bits
 -- of group over 40 of counter keep every token below 2^53, so JavaScript
 -- numbers and JSON parsers that read numbers as doubles keep it exact.
 CREATE SEQUENCE eo_internal.eo_outbox_group_id_seq AS pg_catalog.int4
@@ -181,7 +183,7 @@ SET id = pg_catalog.nextval('eo_internal.eo_outbox_group_id_seq'),
 ALTER TABLE eo_internal.eo_outbox_groups
     ALTER COLUMN id SET NOT NULL,
     ALTER COLUMN owner SET NOT NULL,
-    ADD CONSTRAINT eo_outbox_groups_id_key UNIQUE (id);
+    ADD CONSTRAINT eo_outbox_groups_id_key UNIQUE (outbox, id);
 
 -- seq and txid of an event are eo's: the column default draws seq (after
 -- the transaction id is assigned), and a CHECK refuses a row whose seq is
@@ -843,23 +845,28 @@ REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack(pg_catalog.text, pg_catalog.text
 
 -- ---- relays: several slots per fetch, leases that end with the session ----
 
--- holder_pid: the backend that fetched or extended the page out.  A lease
--- whose backend is gone (the relay crashed or lost its connection) is
--- free at once, not when it expires; its token is fenced off as usual.
+-- holder_pid: for a lease taken with release_on_disconnect, the backend
+-- that fetched or extended the page: once it is gone (the relay crashed or
+-- lost its connection) the lease is free at once, not when it expires; its
+-- token is fenced off as usual.  NULL for every other lease.
 ALTER TABLE eo_internal.eo_outbox_slots
     ADD COLUMN holder_pid pg_catalog.int4;
 
--- eo_relay_fetch(outbox, consumer_group, max_events, lease, slots): up to
--- max_events events from up to `slots` free slots of the group, each
--- slot's events with that slot's own lease token (acknowledge each token
--- the page holds).  A second function rather than a new parameter of the
--- 0.1.0 one: grants on that one stay as they are.
+-- eo_relay_fetch(outbox, consumer_group, max_events, lease, slots,
+-- release_on_disconnect): up to max_events events from up to `slots` free
+-- slots of the group, each slot's events with that slot's own lease token
+-- (acknowledge each token the page holds); with release_on_disconnect the
+-- leases also end when this session does (for a relay that keeps one
+-- connection; not for one that connects per call).  A second function
+-- rather than new parameters of the 0.1.0 one: grants on that one stay as
+-- they are.
 CREATE FUNCTION @extschema@.eo_relay_fetch(
     outbox pg_catalog.text,
     consumer_group pg_catalog.text,
     max_events pg_catalog.int4,
     lease pg_catalog.interval,
     slots pg_catalog.int4,
+    release_on_disconnect pg_catalog.bool,
     OUT lease_token pg_catalog.int8,
     OUT slot pg_catalog.int4,
     OUT seq pg_catalog.int8,
@@ -873,7 +880,7 @@ CREATE FUNCTION @extschema@.eo_relay_fetch(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'eo_relay_fetch'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
-REVOKE ALL ON FUNCTION @extschema@.eo_relay_fetch(pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.int4) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_fetch(pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.int4, pg_catalog.bool) FROM PUBLIC;
 
 -- eo_relay_status(outbox, consumer_group): one row per slot, for the
 -- group's relays (same rights as eo_relay_fetch): the exact number of

@@ -216,6 +216,8 @@ def per_round_ratios(rows, key, num, den, metric):
 RELAY_DESC = {
     "eo_1slot": "eo relay, outbox with 1 slot: eo_relay_fetch + eo_relay_ack",
     "eo_8slots": "eo relay, outbox with 8 slots (the default): eo_relay_fetch + eo_relay_ack",
+    "eo_8slots_wide": "eo relay, 8 slots, one relay fetching from all of them per call "
+                      "(eo_relay_fetch with slots => 8, an ack per slot's token)",
     "eo_8slots_2relays": "eo relay, 8 slots, two relays side by side in the group "
                          "(informative: no target; time from the first start to the last end)",
     "pgq": "PgQ: next_batch + get_batch_events + finish_batch",
@@ -262,6 +264,7 @@ def section_relay(outdir, meta, T):
     for label, num, den, op, goal in (
             ("relay: eo (1 slot) vs PgQ batch consumption, events/s", "eo_1slot", "pgq", ">=", 1.0),
             ("relay: eo (8 slots) vs PgQ batch consumption, events/s", "eo_8slots", "pgq", ">=", 1.0),
+            ("relay: eo (8 slots, one relay fetching all) vs PgQ batch consumption, events/s", "eo_8slots_wide", "pgq", ">=", 1.0),
             ("relay: eo (8 slots, two relays) vs PgQ batch consumption, events/s", "eo_8slots_2relays", "pgq", ">=", 1.5),
             ("relay: eo (1 slot) vs hand-written SKIP LOCKED relay, events/s (\"several times\" read as 3x)",
              "eo_1slot", "hand", ">=", 3.0),

@@ -18,8 +18,9 @@ RELAY_PAGE=${RELAY_PAGE:-10000}           # eo_relay_fetch max_events; also the 
                                           # (one committed transaction, one PgQ tick, per chunk)
 RELAY_HAND_BATCH=${RELAY_HAND_BATCH:-1000} # LIMIT of the hand-written relay's SELECT
 RELAY_ROUNDS=${RELAY_ROUNDS:-2}           # rounds of the four drains, alternating order
-# eo_8slots_2relays: two relays side by side in the group (target: >= 1.5x PgQ)
-RELAY_METHODS=${RELAY_METHODS:-"eo_1slot eo_8slots eo_8slots_2relays pgq hand"}
+# eo_8slots_2relays: two relays side by side in the group (target: >= 1.5x PgQ);
+# eo_8slots_wide: one relay fetching from all 8 slots per call (target: >= 1.0x PgQ)
+RELAY_METHODS=${RELAY_METHODS:-"eo_1slot eo_8slots eo_8slots_wide eo_8slots_2relays pgq hand"}
 
 RETENTION_KEYS=${RETENTION_KEYS:-1000000} # expired keys removed by each contender
 RETENTION_CHUNK=${RETENTION_CHUNK:-100000} # keys per loading transaction (eo_claim)
@@ -143,6 +144,7 @@ EOF
                 NR == 1 || $4 < s { s = $4 } NR == 1 || $5 > e { e = $5 }
                 { n += $1; b += $2 } END { printf "%d|%d|%.6f\n", n, b, e - s }')
             ;;
+        eo_*_wide) res=$(bq -c "CALL bench_relay_drain_eo('relay_ob', 'relay', $RELAY_PAGE, 8)") ;;
         eo_*) res=$(bq -c "CALL bench_relay_drain_eo('relay_ob', 'relay', $RELAY_PAGE)") ;;
         pgq) res=$(bq -c "CALL bench_relay_drain_pgq('relayq', 'relay')") ;;
         hand) res=$(bq -c "CALL bench_relay_drain_hand($RELAY_HAND_BATCH)") ;;

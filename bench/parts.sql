@@ -69,6 +69,7 @@ END $$;
 -- until a fetch returns nothing.
 -- (t_start, t_end: epoch seconds, for relays running side by side.)
 CREATE PROCEDURE bench_relay_drain_eo(outbox text, grp text, page int,
+                                      slots int DEFAULT 1,
                                       INOUT events bigint DEFAULT 0,
                                       INOUT batches int DEFAULT 0,
                                       INOUT secs float8 DEFAULT 0,
@@ -79,12 +80,21 @@ DECLARE
     t0 timestamptz := clock_timestamp();
     n int;
     tok bigint;
+    toks bigint[];
 BEGIN
     LOOP
-        SELECT count(*), max(lease_token) INTO n, tok
-          FROM eo_relay_fetch(outbox, grp, page, '1 min');
-        EXIT WHEN n = 0;
-        PERFORM eo_relay_ack(outbox, grp, tok);
+        IF slots = 1 THEN
+            SELECT count(*), max(lease_token) INTO n, tok
+              FROM eo_relay_fetch(outbox, grp, page, '1 min');
+            EXIT WHEN n = 0;
+            PERFORM eo_relay_ack(outbox, grp, tok);
+        ELSE
+            -- several slots per fetch: a token per slot, each acknowledged
+            SELECT count(*), array_agg(DISTINCT lease_token) INTO n, toks
+              FROM eo_relay_fetch(outbox, grp, page, '1 min', slots, false);
+            EXIT WHEN n = 0;
+            PERFORM eo_relay_ack(outbox, grp, t) FROM unnest(toks) t;
+        END IF;
         events := events + n;
         batches := batches + 1;
         COMMIT;

@@ -180,7 +180,7 @@ DROP TABLE part;
 -- all, each slot's events under a token of their own, which acknowledges
 -- that slot's part.
 SELECT eo_group_create('orders', 'wide');
-CREATE TABLE wide AS SELECT * FROM eo_relay_fetch('orders', 'wide', 1000, '1 minute', 4);
+CREATE TABLE wide AS SELECT * FROM eo_relay_fetch('orders', 'wide', 1000, '1 minute', 4, false);
 SELECT count(*) AS events, count(DISTINCT slot) AS slots, count(DISTINCT lease_token) AS tokens,
        (SELECT count(*) FROM (SELECT slot FROM wide GROUP BY slot
                               HAVING count(DISTINCT lease_token) = 1) x) AS slots_with_one_token,
@@ -196,17 +196,19 @@ FROM (SELECT DISTINCT lease_token AS t FROM wide) x;
 SELECT count(eo_emit('orders', 'order', 'o' || i, 'Again', '{}')) AS emitted
 FROM generate_series(1, 6) i;
 SELECT count(*) AS events, count(DISTINCT slot) AS slots
-FROM eo_relay_fetch('orders', 'wide', 1, '1 minute', 4);
+FROM eo_relay_fetch('orders', 'wide', 1, '1 minute', 4, true);
 SELECT count(*) AS events, count(DISTINCT slot) AS slots
-FROM eo_relay_fetch('orders', 'wide', 3, '1 minute', 2);
+FROM eo_relay_fetch('orders', 'wide', 3, '1 minute', 2, true);
 SELECT count(*) AS events, count(DISTINCT slot) AS slots
-FROM eo_relay_fetch('orders', 'wide', 10, '1 minute', 1);
-SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('orders', 'wide', 10, '1 minute', 0)$$);
-SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('orders', 'wide', 10, '1 minute', NULL)$$);
+FROM eo_relay_fetch('orders', 'wide', 10, '1 minute', 1, true);
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('orders', 'wide', 10, '1 minute', 0, false)$$);
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('orders', 'wide', 10, '1 minute', NULL, false)$$);
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('orders', 'wide', 10, '1 minute', 1, NULL)$$);
 
 -- eo_relay_status: per slot, the exact backlog and whether it is caught
--- up, ready, or leased (to this backend, here).  An empty fetch cannot
--- tell those apart.
+-- up, ready, or leased (to this backend, here: the three fetches above
+-- asked for release_on_disconnect, so the holder is recorded).  An empty
+-- fetch cannot tell those apart.
 SELECT slot, state, backlog, holder_pid = pg_backend_pid() AS mine,
        lease_expires_at > now() AS lease_live
 FROM eo_relay_status('orders', 'wide') ORDER BY slot;
@@ -216,9 +218,9 @@ FROM eo_relay_status('orders', 'wide');
 
 -- A fetch that finds nothing writes nothing: no transaction id is taken,
 -- so there is no commit record to flush.
-SELECT count(*) FROM eo_relay_fetch('orders', 'billing', 1000, '1 minute', 4) \gset drained_
+SELECT count(*) FROM eo_relay_fetch('orders', 'billing', 1000, '1 minute', 4, false) \gset drained_
 BEGIN;
-SELECT count(*) AS events FROM eo_relay_fetch('orders', 'billing', 1000, '1 minute', 4);
+SELECT count(*) AS events FROM eo_relay_fetch('orders', 'billing', 1000, '1 minute', 4, false);
 SELECT pg_current_xact_id_if_assigned() IS NULL AS nothing_written;
 COMMIT;
 SELECT eo_test_try($$SELECT eo_relay_status('orders', 'nope')$$);
@@ -314,4 +316,21 @@ SELECT (SELECT id FROM eo_internal.eo_outbox_groups WHERE outbox = 'ids' AND nam
 SELECT eo_emit('ids', 'order', '1', 'created', '{}') IS NOT NULL AS emitted;
 SELECT lease_token < 2::numeric ^ 53 AS below_2_53, lease_token >> 40 AS group_bits
 FROM eo_relay_fetch('ids', 'd');
+-- Ids are unique per outbox: a role that uses up all 8,191 of its own
+-- outbox's ids cannot stop another outbox's groups.
+DO $$
+BEGIN
+    FOR i IN 1 .. 8200 LOOP
+        BEGIN
+            PERFORM eo_group_create('ids', 'hog' || i);
+        EXCEPTION WHEN program_limit_exceeded THEN
+            EXIT;
+        END;
+    END LOOP;
+END $$;
+SELECT eo_test_try($$SELECT eo_group_create('ids', 'one too many')$$);
+SELECT count(*) AS groups_of_ids FROM eo_internal.eo_outbox_groups WHERE outbox = 'ids';
+SELECT eo_outbox_create('ids2', slots => 1)::text;
+SELECT eo_group_create('ids2', 'mine');
+SELECT eo_outbox_drop('ids2');
 SELECT eo_outbox_drop('ids');

@@ -484,6 +484,23 @@ eo_free_plan_later(SPIPlanPtr plan)
  * parsed again from its text after an invalidation, and a wrong target
  * must be an error that rolls back what the statement did.
  */
+/* A function in FROM that is one of PostgreSQL's own (unnest, say). */
+static bool
+catalog_functions_only(RangeTblEntry *rte)
+{
+	ListCell   *lc;
+
+	foreach(lc, rte->functions)
+	{
+		Node	   *expr = lfirst_node(RangeTblFunction, lc)->funcexpr;
+
+		if (!IsA(expr, FuncExpr) ||
+			get_func_namespace(((FuncExpr *) expr)->funcid) != PG_CATALOG_NAMESPACE)
+			return false;
+	}
+	return true;
+}
+
 static bool
 query_relations_are(Query *query, Oid a, Oid b)
 {
@@ -497,8 +514,11 @@ query_relations_are(Query *query, Oid a, Oid b)
 			return false;
 		if (rte->rtekind == RTE_SUBQUERY && !query_relations_are(rte->subquery, a, b))
 			return false;
+		if (rte->rtekind == RTE_FUNCTION && !catalog_functions_only(rte))
+			return false;
 		if (rte->rtekind != RTE_RELATION && rte->rtekind != RTE_SUBQUERY &&
-			rte->rtekind != RTE_VALUES && rte->rtekind != RTE_RESULT)
+			rte->rtekind != RTE_VALUES && rte->rtekind != RTE_RESULT &&
+			rte->rtekind != RTE_FUNCTION && rte->rtekind != RTE_JOIN)
 			return false;
 	}
 	return true;

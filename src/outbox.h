@@ -56,6 +56,7 @@ typedef struct EoOutbox
 	SPIPlanPtr	emit_plan;		/* INSERT of one event, run as the caller */
 	SPIPlanPtr	page_plan;		/* one page of a batch, run as the caller */
 	SPIPlanPtr	old_plan;		/* one page of an earlier cluster's events */
+	SPIPlanPtr	probe_plan;		/* which of a fetch's slots have new events */
 	bool		bell_known;		/* bell_seen is set (relay.c) */
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;

@@ -50,8 +50,9 @@
  * hand out (a probe: no lock, no write, no WAL for a caught-up slot), and
  * locks the next one with SELECT ... FOR UPDATE SKIP LOCKED if its lease
  * is still as read, so two relays never pick the same slot.  A lease is
- * free when it expired or when the backend that took it is gone (the
- * relay crashed or lost its connection).  The fetch gives the slot a
+ * free when it expired, or, if it was taken with release_on_disconnect,
+ * when the backend that took it is gone (the relay crashed or lost its
+ * connection).  The fetch gives the slot a
  * lease and a new token, up to `slots` slots per call:
  * the group's id in the high bits (TOKEN_GROUP_SHIFT) over a value from a
  * sequence, so tokens are strictly increasing per slot and name the group
@@ -953,24 +954,107 @@ init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max
 }
 
 /*
- * Might the free slot c (read unlocked) have something to hand out?  A
- * batch or an earlier cluster's events in progress, or an event committed
- * since its position: probed with a snapshot of its own, as the one
- * start_batch takes after the lock must be newer than the slot's state
- * then.  The probe has no false "no": c's position can only be older than
- * the slot's, which shows more events, not fewer.
+ * The probe statement: of the slots given ($1, with $2 = pos_lo - 1 and
+ * $3 = pos_snap each), those with an event between their position and
+ * the snapshot $5 (seq <= $4).  A LATERAL subquery with LIMIT 1 per slot,
+ * so that the executor starts once for all slots and each slot costs one
+ * index probe per partition.  Prepared as the owner (it names the view in
+ * eo_internal), run as the caller, like the page statement.
  */
-static bool
-may_have_work(EoRelayCall *call, const Slot *c)
+static void
+prepare_probe_plan(EoOutbox *ob)
 {
-	PageReceiver probe;
-	Cut			cut;
+	Oid			types[5] = {INT4ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID, INT8OID, PG_SNAPSHOTOID};
+	char	   *slot;
 
-	if (c->has_old || c->has_batch)
-		return true;
+	if (ob->probe_plan != NULL)
+		return;
+	slot = eo_ob_slot_expr(ob, "e");
+	ob->probe_plan = eo_prepare_kept(psprintf(
+											"SELECT p.slot FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+											" pg_catalog.unnest($3)) AS p(slot, lo, snap)"
+											" CROSS JOIN LATERAL (SELECT FROM %s e"
+											"  WHERE %s OPERATOR(pg_catalog.=) p.slot"
+											"  AND e.seq OPERATOR(pg_catalog.>) p.lo AND e.seq OPERATOR(pg_catalog.<=) $4"
+											"  AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, p.snap)"
+											"  AND pg_catalog.pg_visible_in_snapshot(e.txid, $5) LIMIT 1) x",
+											ob->view_name, slot),
+									 5, types);
+}
+
+/*
+ * Which of the n candidate slots c[] might have something to hand out
+ * (work[i]): a batch or an earlier cluster's events in progress, or an
+ * event committed between its position and a snapshot taken now (after
+ * the slots were read, so newer than what was read; start_batch takes its
+ * own after the lock).  No false "no" as of that snapshot: a position read
+ * can only be older than the slot's, which shows more events, not fewer.
+ * Slots whose lease is not free are left out (false).
+ */
+static void
+probe_slots(EoRelayCall *call, const Slot *c, int n, TimestampTz now, bool *work)
+{
+	Datum	   *slots = palloc(sizeof(Datum) * n);
+	Datum	   *los = palloc(sizeof(Datum) * n);
+	Datum	   *snaps = palloc(sizeof(Datum) * n);
+	int			nprobe = 0;
+	Cut			cut;
+	Datum		values[5];
+	Oid			types[5] = {INT4ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID, INT8OID, PG_SNAPSHOTOID};
+	bool		nulls[5] = {false, false, false, false, false};
+	EoIdentity	owner;
+	ParamListInfo params = makeParamList(5);
+	SPIExecuteOptions options;
+	int			pinned;
+	int			rc;
+
+	for (int i = 0; i < n; i++)
+	{
+		work[i] = lease_free(&c[i], now) && (c[i].has_old || c[i].has_batch);
+		if (!lease_free(&c[i], now) || work[i])
+			continue;
+		slots[nprobe] = Int32GetDatum(c[i].slot);
+		los[nprobe] = Int64GetDatum(c[i].pos_lo - 1);
+		snaps[nprobe] = c[i].pos_snap;
+		nprobe++;
+	}
+	if (nprobe == 0)
+		return;
 	take_cut(call->ob, &cut);
-	init_receiver(&probe, NULL, NULL, 1);
-	return run_page(call, c, c->pos_lo - 1, cut.hi, c->pos_snap, cut.snap, &probe) > 0;
+	values[0] = PointerGetDatum(construct_array(slots, nprobe, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	values[1] = PointerGetDatum(construct_array(los, nprobe, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[2] = PointerGetDatum(construct_array(snaps, nprobe, PG_SNAPSHOTOID, -1, false, TYPALIGN_DOUBLE));
+	values[3] = Int64GetDatum(cut.hi);
+	values[4] = cut.snap;
+	for (int i = 0; i < 5; i++)
+	{
+		params->params[i].value = values[i];
+		params->params[i].isnull = nulls[i];
+		params->params[i].pflags = PARAM_FLAG_CONST;
+		params->params[i].ptype = types[i];
+	}
+	prepare_probe_plan(call->ob);
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = false;
+	pinned = eo_plan_ready(call->ob->probe_plan);	/* as the owner: it names eo_internal */
+	as_caller(call, &owner);
+	rc = SPI_execute_plan_extended(call->ob->probe_plan, &options);
+	eo_restore_identity(&owner);
+	eo_unpin(pinned);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: slot probe failed: %s", SPI_result_code_string(rc));
+	eo_ob_check_plan(call->ob, call->ob->probe_plan);
+	for (uint64 j = 0; j < SPI_processed; j++)
+	{
+		bool		isnull;
+		int32		slot = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (c[i].slot == slot)
+				work[i] = true;
+	}
 }
 
 /*
@@ -978,7 +1062,8 @@ may_have_work(EoRelayCall *call, const Slot *c)
  * nothing if it has nothing left; its row is written either way.
  */
 static bool
-serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 lease_usecs)
+serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 lease_usecs,
+		   bool session_lease)
 {
 	EoOutbox   *ob = call->ob;
 	Cut			cut;
@@ -1018,12 +1103,22 @@ serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 l
 		s->lease_token = r->token;
 		s->leased = true;
 		s->lease_expires_at = now + lease_usecs;
-		s->holder_pid = MyProcPid;
+		s->holder_pid = session_lease ? MyProcPid : 0;
 	}
 	else if (s->page_state == PAGE_OUT)
 		s->page_state = PAGE_RELEASED;	/* an expired lease, nothing left */
 	write_slot(ob->name, call->grp, s);
 	return served;
+}
+
+static bool
+check_flag(FunctionCallInfo fcinfo, int arg, const char *what)
+{
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	return PG_GETARG_BOOL(arg);
 }
 
 static int32
@@ -1037,11 +1132,14 @@ check_count(FunctionCallInfo fcinfo, int arg, const char *what, int32 max)
 }
 
 /*
- * eo_relay_fetch(outbox, consumer_group, max_events, lease [, slots])
- * returns the next pages of events of up to `slots` (default 1) free
- * slots of the group, at most max_events in all, each slot's events with
- * the lease token that acknowledges them; no rows if every free slot is
- * caught up.  Slots are served oldest-served first; one that turns out to
+ * eo_relay_fetch(outbox, consumer_group, max_events, lease [, slots,
+ * release_on_disconnect]) returns the next pages of events of up to
+ * `slots` (default 1) free slots of the group, at most max_events in all,
+ * each slot's events with the lease token that acknowledges them; no rows
+ * if every free slot is caught up.  With release_on_disconnect the leases
+ * also end when this backend does (the default: only when they expire;
+ * a relay that connects per call, or whose connections a pooler or a
+ * database setting closes, must not ask for it).  Slots are served oldest-served first; one that turns out to
  * have nothing is passed over without a write.
  */
 Datum
@@ -1052,6 +1150,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	int32		max_events = check_count(fcinfo, 2, "max_events", EO_RELAY_MAX_EVENTS);
 	int64		lease_usecs = eo_check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3), EO_LEASE_RELAY);
 	int32		want = PG_NARGS() > 4 ? check_count(fcinfo, 4, "slots", EO_OUTBOX_MAX_SLOTS) : 1;
+	bool		session_lease = PG_NARGS() > 5 && check_flag(fcinfo, 5, "release_on_disconnect");
 	EoRelayCall call;
 	EoOutbox   *ob;
 	PageReceiver r;
@@ -1060,6 +1159,8 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	int32		served = 0;
 	int32		events = 0;
+	Slot	   *c;
+	bool	   *work;
 
 	InitMaterializedSRF(fcinfo, 0);
 
@@ -1075,16 +1176,19 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	r.token_group = (int64) call.group_id << TOKEN_GROUP_SHIFT;
 
 	candidates = read_candidates(ob, grp, &ncandidates);
+	c = palloc(sizeof(Slot) * Max(ncandidates, 1));
+	work = palloc(sizeof(bool) * Max(ncandidates, 1));
+	for (uint64 i = 0; i < ncandidates; i++)
+		read_slot(candidates->vals[i], candidates->tupdesc, &c[i]);
+	probe_slots(&call, c, (int) ncandidates, now, work);
 	for (uint64 i = 0; i < ncandidates && served < want && events < max_events; i++)
 	{
-		Slot		c;
 		Slot		s;
 
-		read_slot(candidates->vals[i], candidates->tupdesc, &c);
-		if (!lease_free(&c, now) || !may_have_work(&call, &c) || !lock_slot(ob, grp, &c, &s))
+		if (!work[i] || !lock_slot(ob, grp, &c[i], &s))
 			continue;
 		r.max = max_events - events;
-		if (serve_slot(&call, &s, &r, now, lease_usecs))
+		if (serve_slot(&call, &s, &r, now, lease_usecs, session_lease))
 		{
 			served++;
 			events += r.count;
@@ -1305,7 +1409,8 @@ eo_relay_extend(PG_FUNCTION_ARGS)
 		refuse_not_out(&t.slot, t.token);
 	expires = GetCurrentTimestamp() + lease_usecs;
 	t.slot.lease_expires_at = expires;
-	t.slot.holder_pid = MyProcPid;	/* the lease now lasts while this backend does */
+	/* a lease that ends with its session now ends with this one */
+	t.slot.holder_pid = t.slot.holder_pid != 0 ? MyProcPid : 0;
 	write_slot(t.call.ob->name, t.call.grp, &t.slot);
 	eo_relay_end(&t.call);
 	PG_RETURN_TIMESTAMPTZ(expires);
@@ -1335,7 +1440,7 @@ eo_relay_release(PG_FUNCTION_ARGS)
 /*
  * An id for a new group of `outbox` called `grp` (SPI connected, as the
  * owner): the next value of eo_outbox_group_id_seq, which cycles, skipping
- * ids that groups still have.  Refused first if the group exists, so that
+ * ids that the outbox's groups still have (ids are unique per outbox).  Refused first if the group exists, so that
  * no call that fails uses an id up.  Nothing is locked: concurrent
  * creators draw different values.
  */
@@ -1357,11 +1462,12 @@ new_group_id(const char *outbox, const char *grp)
 	for (int tries = 0; tries < TOKEN_MAX_GROUPS; tries++)
 	{
 		int32		id = (int32) nextval_internal(seq, false);
-		Oid			idtype[1] = {INT4OID};
-		Datum		idval[1] = {Int32GetDatum(id)};
+		Oid			idtypes[2] = {TEXTOID, INT4OID};
+		Datum		idvals[2] = {values[0], Int32GetDatum(id)};
 
-		if (SPI_execute_with_args("SELECT FROM eo_internal.eo_outbox_groups WHERE id OPERATOR(pg_catalog.=) $1",
-								  1, idtype, idval, NULL, true, 1) != SPI_OK_SELECT)
+		if (SPI_execute_with_args("SELECT FROM eo_internal.eo_outbox_groups"
+								  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2",
+								  2, idtypes, idvals, NULL, true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "eo: group id lookup failed");
 		if (SPI_processed == 0)
 			return id;
@@ -1369,7 +1475,7 @@ new_group_id(const char *outbox, const char *grp)
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 			 errmsg("too many consumer groups"),
-			 errdetail("A database has at most %d.", TOKEN_MAX_GROUPS)));
+			 errdetail("An outbox has at most %d.", TOKEN_MAX_GROUPS)));
 	return 0;					/* not reached */
 }
 

@@ -7,7 +7,8 @@
  *
  * For each message, in its own transaction:
  *	  BEGIN; SELECT status FROM eo_claim(<Nats-Msg-Id>, scope => ...);
- *	  claimed:	 run --sql ($1 id, $2 subject, $3 payload, $4 headers); COMMIT;
+ *	  claimed:	 run --sql ($1 id, $2 subject, $3 payload, $4 headers,
+ *				 $5 when JetStream stored it); COMMIT;
  *				 then ack
  *	  duplicate: ROLLBACK; ack (it was applied before: a redelivery)
  *	  busy:		 ROLLBACK; nak with a delay (another session holds the key,
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "eo_nats.h"
 
@@ -156,18 +158,41 @@ claim_failed(PGconn *pg, PGresult *res, const char *id)
 	return REFUSED;
 }
 
+/*
+ * When JetStream stored the message, as timestamptz text (UTC), into buf;
+ * NULL if the message carries no JetStream metadata.
+ */
+static const char *
+stored_at(natsMsg *msg, char *buf, size_t len)
+{
+	jsMsgMetaData *meta = NULL;
+	time_t		secs;
+	struct tm	tm;
+	char		date[32];
+
+	if (natsMsg_GetMetaData(&meta, msg) != NATS_OK)
+		return NULL;
+	secs = (time_t) (meta->Timestamp / 1000000000LL);
+	gmtime_r(&secs, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(buf, len, "%s.%06lld+00", date, (long long) (meta->Timestamp % 1000000000LL) / 1000);
+	jsMsgMetaData_Destroy(meta);
+	return buf;
+}
+
 /* Claim, apply and commit one message's event.  See the header. */
 static Outcome
 apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 {
 	static const Oid claim_types[2] = {25, 25};
-	static const Oid sql_types[4] = {25, 25, 3802, 3802};	/* text, text, jsonb, jsonb */
+	static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb, jsonb, timestamptz */
 	const char *claim_params[2] = {id, cfg->scope};
 	const char *data = natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "";
 	int			len = natsMsg_GetDataLength(msg);
 	char	   *payload;
 	char	   *headers;
-	const char *params[4];
+	const char *params[5];
+	char		stored[48];
 	PGresult   *res = NULL;
 	Outcome		o = LOST;
 
@@ -183,6 +208,7 @@ apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 	params[1] = natsMsg_GetSubject(msg);
 	params[2] = payload[0] ? payload : "null";
 	params[3] = headers;
+	params[4] = stored_at(msg, stored, sizeof(stored));
 	res = PQexecParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
@@ -208,7 +234,7 @@ apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 		goto out;
 	}
 	PQclear(res);
-	res = PQexecParams(pg, cfg->sql, 4, sql_types, params, NULL, NULL, 0);
+	res = PQexecParams(pg, cfg->sql, 5, sql_types, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		(void) pg_ok(pg, res, PGRES_TUPLES_OK, "--sql");

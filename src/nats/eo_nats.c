@@ -158,7 +158,7 @@ usage(FILE *out)
 			"  --filter SUBJECT       its filter subject\n"
 			"  --sql SQL              run for each new event in the transaction of its\n"
 			"                         eo_claim: $1 event id, $2 subject, $3 payload (jsonb),\n"
-			"                         $4 headers (jsonb)\n"
+			"                         $4 headers (jsonb), $5 when JetStream stored it\n"
 			"  --scope NAME           the eo scope to claim the event ids in\n"
 			"  --batch N              messages per fetch (default 100)\n"
 			"  --ack-wait MS          JetStream redelivers a message not answered in this\n"

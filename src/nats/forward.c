@@ -63,7 +63,7 @@
 	"     E'\\n' ORDER BY h.key)" \
 	"   FROM jsonb_each(headers) h" \
 	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" \
-	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8), $5::int4)"
+	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8), $5::int4, true)"
 
 typedef enum
 {

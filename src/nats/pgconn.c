@@ -29,7 +29,8 @@ pg_connect(const Config *cfg)
 		if (PQstatus(conn) == CONNECTION_OK)
 		{
 			res = PQexec(conn, "SET DateStyle = ISO; SET TimeZone = 'UTC';"
-						 " SET statement_timeout = 0; SET lock_timeout = '10s'");
+						 " SET statement_timeout = 0; SET lock_timeout = '10s';"
+						 " SET idle_session_timeout = 0; SET idle_in_transaction_session_timeout = 0");
 			if (pg_ok(conn, res, PGRES_COMMAND_OK, "setting up the session"))
 			{
 				PQclear(res);

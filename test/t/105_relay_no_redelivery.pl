@@ -37,7 +37,7 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 sub fetch_sql
 {
 	my ($slots, $page) = @_;
-	my $extra = $slots > 1 ? ", $slots" : '';
+	my $extra = $slots > 1 ? ", $slots, true" : '';
 	return qq{WITH f AS (SELECT * FROM eo_relay_fetch('rr', 'g', $page, '30 seconds'$extra)),
      i AS (INSERT INTO pending SELECT id, seq, lease_token FROM f)
 SELECT coalesce(string_agg(DISTINCT lease_token::text, ','), '0') AS ts FROM f};
