@@ -5,7 +5,10 @@
  *	  eo_claim(event id) in the same transaction as their effect; the
  *	  message is acknowledged to JetStream only after COMMIT.
  *
- * For each message, in its own transaction:
+ * The messages of one fetch (--batch) are applied in one transaction,
+ * each with the steps below and one COMMIT for all, then answered; if any
+ * statement of the batch fails, nothing of it is committed and each
+ * message is applied again on its own, in its own transaction:
  *	  BEGIN; SELECT status FROM eo_claim(<Nats-Msg-Id>, scope => ...);
  *	  claimed:	 run --sql ($1 id, $2 subject, $3 payload, $4 headers,
  *				 $5 when JetStream stored it); COMMIT;
@@ -180,35 +183,60 @@ stored_at(natsMsg *msg, char *buf, size_t len)
 	return buf;
 }
 
-/* Claim, apply and commit one message's event.  See the header. */
-static Outcome
-apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
+static const Oid claim_types[2] = {25, 25};
+static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb, jsonb, timestamptz */
+
+/* One message, as --sql's parameters. */
+typedef struct Args
 {
-	static const Oid claim_types[2] = {25, 25};
-	static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb, jsonb, timestamptz */
-	const char *claim_params[2] = {id, cfg->scope};
-	const char *data = natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "";
-	int			len = natsMsg_GetDataLength(msg);
 	char	   *payload;
 	char	   *headers;
-	const char *params[5];
 	char		stored[48];
-	PGresult   *res = NULL;
-	Outcome		o = LOST;
+	const char *params[5];
+} Args;
+
+/* False (the message is refused) if its payload cannot be JSON text. */
+static bool
+args_make(Args *a, natsMsg *msg, const char *id)
+{
+	const char *data = natsMsg_GetData(msg) ? natsMsg_GetData(msg) : "";
+	int			len = natsMsg_GetDataLength(msg);
 
 	if (memchr(data, '\0', (size_t) len) != NULL)
 	{
 		log_msg("error", "event %s: its payload holds a NUL byte, so it is no JSON text:"
 				" JetStream will not deliver it again", id);
-		return REFUSED;
+		return false;
 	}
-	payload = strndup(data, (size_t) len);
-	headers = headers_json(msg);
-	params[0] = id;
-	params[1] = natsMsg_GetSubject(msg);
-	params[2] = payload[0] ? payload : "null";
-	params[3] = headers;
-	params[4] = stored_at(msg, stored, sizeof(stored));
+	a->payload = strndup(data, (size_t) len);
+	a->headers = headers_json(msg);
+	a->params[0] = id;
+	a->params[1] = natsMsg_GetSubject(msg);
+	a->params[2] = a->payload[0] ? a->payload : "null";
+	a->params[3] = a->headers;
+	a->params[4] = stored_at(msg, a->stored, sizeof(a->stored));
+	return true;
+}
+
+static void
+args_free(Args *a)
+{
+	free(a->payload);
+	free(a->headers);
+}
+
+/* Claim, apply and commit one message's event.  See the header. */
+static Outcome
+apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
+{
+	const char *claim_params[2] = {id, cfg->scope};
+	Args		a;
+	const char *const *params = a.params;
+	PGresult   *res = NULL;
+	Outcome		o = LOST;
+
+	if (!args_make(&a, msg, id))
+		return REFUSED;
 	res = PQexecParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
@@ -256,9 +284,69 @@ apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 	}
 out:
 	PQclear(res);
-	free(payload);
-	free(headers);
+	args_free(&a);
 	return o;
+}
+
+/* Did a statement of the batch come back as `want` (errors stay quiet)? */
+static bool
+quiet_ok(PGconn *pg, const char *sql, int n, const Oid *types, const char *const *params,
+		 ExecStatusType want, PGresult **out)
+{
+	PGresult   *res = PQexecParams(pg, sql, n, types, params, NULL, NULL, 0);
+	ExecStatusType got = PQresultStatus(res);
+	bool		ok = got == want || (want == PGRES_TUPLES_OK && got == PGRES_COMMAND_OK);
+
+	if (ok && out != NULL)
+		*out = res;
+	else
+		PQclear(res);
+	return ok;
+}
+
+/*
+ * Apply the n messages of a fetch (ids[i] its Nats-Msg-Id, all with
+ * JSON payloads) in one transaction: each claimed and, if new, applied,
+ * then one COMMIT for all, so that a batch pays for one commit (one WAL
+ * flush), not one per message.  Their outcomes in out[]: APPLIED (new),
+ * DUPLICATE, BUSY or DEAD as eo_claim said.  Returns false, with nothing
+ * of the batch committed, if any statement failed or COMMIT was refused:
+ * the caller then applies each message on its own (apply_one), where a
+ * failure is recorded against that message alone.
+ */
+static bool
+apply_batch(PGconn *pg, const Config *cfg, natsMsg **msgs, const char **ids, int n, Outcome *out)
+{
+	bool		ok = quiet_ok(pg, "BEGIN", 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
+
+	for (int i = 0; ok && i < n; i++)
+	{
+		const char *claim_params[2] = {ids[i], cfg->scope};
+		PGresult   *res = NULL;
+		Args		a;
+		const char *status;
+
+		ok = quiet_ok(pg, "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types,
+					  claim_params, PGRES_TUPLES_OK, &res);
+		if (!ok)
+			break;
+		status = PQgetvalue(res, 0, 0);
+		out[i] = strcmp(status, "claimed") == 0 ? APPLIED :
+			strcmp(status, "duplicate") == 0 ? DUPLICATE : strcmp(status, "busy") == 0 ? BUSY : DEAD;
+		PQclear(res);
+		if (out[i] != APPLIED)
+			continue;
+		(void) args_make(&a, msgs[i], ids[i]);
+		ok = quiet_ok(pg, cfg->sql, 5, sql_types, a.params, PGRES_TUPLES_OK, NULL);
+		args_free(&a);
+	}
+	if (ok)
+		ok = quiet_ok(pg, "COMMIT", 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
+	else if (!pg_conn_lost(pg))
+		(void) quiet_ok(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
+	if (ok)
+		crash_point("after-commit");
+	return ok;
 }
 
 /* Tell JetStream what became of the message. */
@@ -273,7 +361,11 @@ answer(natsMsg *msg, Outcome o, const char *id, long long *applied)
 			(*applied)++;
 			/* fall through */
 		case DUPLICATE:
-			s = natsMsg_AckSync(msg, NULL, NULL);
+			/*
+			 * No need to wait for the server to confirm the ack: if it is
+			 * lost, the message comes back and eo_claim says duplicate.
+			 */
+			s = natsMsg_Ack(msg, NULL);
 			break;
 		case BUSY:
 		case FAILED_RETRY:
@@ -349,6 +441,56 @@ subscribe(jsCtx *js, const Config *cfg)
 	return sub;
 }
 
+/*
+ * The messages of one fetch: those without a Nats-Msg-Id or with a
+ * payload that cannot be JSON are answered at once; the rest are applied
+ * as one batch (apply_batch), or, if that fails, one by one.  Answers go
+ * to JetStream only after the transaction that decided them committed.
+ */
+static void
+apply_list(PGconn *pg, const Config *cfg, natsMsgList *list, long long *applied)
+{
+	natsMsg   **msgs = calloc((size_t) list->Count + 1, sizeof(natsMsg *));
+	const char **ids = calloc((size_t) list->Count + 1, sizeof(char *));
+	Outcome    *out = calloc((size_t) list->Count + 1, sizeof(Outcome));
+	int			n = 0;
+
+	for (int i = 0; i < list->Count; i++)
+	{
+		natsMsg    *msg = list->Msgs[i];
+		const char *id = NULL;
+		Args		a;
+
+		if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
+		{
+			/* not ours, or headers the library could not read: leave it to a person */
+			log_msg("error", "a message on \"%s\" has no Nats-Msg-Id, so it cannot be claimed;"
+					" it is not acknowledged (JetStream offers it again in a minute)",
+					natsMsg_GetSubject(msg));
+			natsMsg_NakWithDelay(msg, 60000, NULL);
+			continue;
+		}
+		if (!args_make(&a, msg, id))
+		{
+			answer(msg, REFUSED, id, applied);
+			continue;
+		}
+		args_free(&a);
+		msgs[n] = msg;
+		ids[n++] = id;
+	}
+	if (n > 0 && apply_batch(pg, cfg, msgs, ids, n, out))
+		for (int i = 0; i < n; i++)
+			answer(msgs[i], out[i], ids[i], applied);
+	else
+		for (int i = 0; i < n && !stop_requested && !pg_conn_lost(pg); i++)
+			answer(msgs[i], apply_one(pg, cfg, msgs[i], ids[i]), ids[i], applied);
+	/* after a lost connection the rest come back after AckWait */
+	free(msgs);
+	free(ids);
+	free(out);
+}
+
 int
 apply_main(const Config *cfg)
 {
@@ -378,24 +520,7 @@ apply_main(const Config *cfg)
 			log_msg("warning", "fetching from JetStream: %s", nats_error(s));
 			sleep_ms(1000);
 		}
-		for (int i = 0; i < list.Count && !stop_requested; i++)
-		{
-			natsMsg    *msg = list.Msgs[i];
-			const char *id = NULL;
-
-			if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
-			{
-				/* not ours, or headers the library could not read: leave it to a person */
-				log_msg("error", "a message on \"%s\" has no Nats-Msg-Id, so it cannot be claimed;"
-						" it is not acknowledged (JetStream offers it again in a minute)",
-						natsMsg_GetSubject(msg));
-				natsMsg_NakWithDelay(msg, 60000, NULL);
-				continue;
-			}
-			answer(msg, apply_one(pg, cfg, msg, id), id, &applied);
-			if (pg_conn_lost(pg))
-				break;			/* the rest come back after AckWait */
-		}
+		apply_list(pg, cfg, &list, &applied);
 		natsMsgList_Destroy(&list);
 	}
 	log_msg("info", "stopping: %lld events applied", applied);

@@ -349,6 +349,17 @@ log_failure(Forwarder *f, Page *p, int i)
 			printable(p->cause[i], cause, sizeof(cause)));
 }
 
+/* How many of rows [from, to) (one slot's part) were stored, in order. */
+static int
+stored_prefix(Page *p, int from, int to)
+{
+	int			stored = from;
+
+	while (stored < to && p->state[stored] == EV_STORED)
+		stored++;
+	return stored - from;
+}
+
 /*
  * Acknowledge the slot part of the page in rows [from, to) (one token):
  * whole if every event of it was stored, else up to the first that was
@@ -357,14 +368,53 @@ log_failure(Forwarder *f, Page *p, int i)
 static int
 settle_part(Forwarder *f, Page *p, int from, int to)
 {
-	int			stored = from;
+	int			stored = stored_prefix(p, from, to);
 
-	while (stored < to && p->state[stored] == EV_STORED)
-		stored++;
-	if (stored == to)
-		return ack(f, p->ev[from].token, -1) ? to - from : 0;
+	if (stored == to - from)
+		return ack(f, p->ev[from].token, -1) ? stored : 0;
 	/* up to the first event not delivered; the rest comes back */
-	return ack(f, p->ev[from].token, stored > from ? p->ev[stored - 1].seq : 0) ? stored - from : 0;
+	return ack(f, p->ev[from].token, stored > 0 ? p->ev[from + stored - 1].seq : 0) ? stored : 0;
+}
+
+/*
+ * Acknowledge every slot part of the page that was stored whole in one
+ * statement (one transaction, one commit); false if that failed (a
+ * token gone stale, say), and then nothing of it was acknowledged.
+ */
+static bool
+ack_whole_parts(Forwarder *f, Page *p, int *delivered)
+{
+	char	   *tokens = malloc((size_t) p->n * 24 + 3);
+	size_t		len = 0;
+	int			events = 0;
+	const char *params[3] = {f->cfg->outbox, f->cfg->group, tokens};
+	PGresult   *res;
+	bool		ok;
+
+	tokens[len++] = '{';
+	for (int from = 0, to; from < p->n; from = to)
+	{
+		for (to = from + 1; to < p->n && p->ev[to].token == p->ev[from].token; to++)
+			;
+		if (stored_prefix(p, from, to) < to - from)
+			continue;
+		len += (size_t) sprintf(tokens + len, "%s%lld", events > 0 ? "," : "", p->ev[from].token);
+		events += to - from;
+	}
+	strcpy(tokens + len, "}");
+	if (events == 0)
+	{
+		free(tokens);
+		return true;
+	}
+	res = PQexecParams(f->pg, "SELECT pg_catalog.sum(eo_relay_ack($1, $2, t))"
+					   " FROM pg_catalog.unnest($3::int8[]) t", 3, NULL, params, NULL, NULL, 0);
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	PQclear(res);
+	free(tokens);
+	if (ok)
+		*delivered += events;
+	return ok;
 }
 
 /*
@@ -376,6 +426,7 @@ settle(Forwarder *f, Page *p)
 {
 	int			delivered = 0;
 	bool		all = true;
+	bool		wholes_acked;
 
 	for (int i = 0; i < p->n; i++)
 	{
@@ -385,11 +436,14 @@ settle(Forwarder *f, Page *p)
 	}
 	if (all)
 		crash_point("after-puback");
+	wholes_acked = ack_whole_parts(f, p, &delivered);
 	for (int from = 0, to; from < p->n; from = to)
 	{
 		for (to = from + 1; to < p->n && p->ev[to].token == p->ev[from].token; to++)
 			;
-		delivered += settle_part(f, p, from, to);
+		/* the parts left: stored in part, or all of them if that failed */
+		if (!wholes_acked || stored_prefix(p, from, to) < to - from)
+			delivered += settle_part(f, p, from, to);
 	}
 	f->events += delivered;
 	if (all)
