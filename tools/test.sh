@@ -62,22 +62,28 @@ show_failure_output() {
     return 0
 }
 
-# The source of the released 0.1.0, for the upgrade test (test/t/111):
-# put there by tools/matrix.sh (.released/), or from git history when this
-# is a clone that has it (tools/releases names the commit).
-old_source() {
-    local dir=$EO_TMP/eo-0.1.0 commit
-    commit=$(awk '$1 == "0.1.0" { print $2 }' "$REPO_ROOT/tools/releases")
-    if [ -d "$REPO_ROOT/.released/eo-0.1.0" ]; then
-        mkdir -p "$dir" && cp -a "$REPO_ROOT/.released/eo-0.1.0/." "$dir/"
-    elif git -C "$REPO_ROOT" cat-file -e "$commit^{commit}" 2>/dev/null; then
-        mkdir -p "$dir"
-        git -C "$REPO_ROOT" archive "$commit" | tar -C "$dir" -xf -
-    else
-        log "neither .released/ nor git history with $commit: the upgrade test is skipped"
-        return 0
-    fi
-    export EO_OLD_SOURCE=$dir
+# The source of every released version (tools/releases names each one's
+# commit) under $EO_RELEASED/eo-<version>: put there by tools/matrix.sh
+# (.released/), or from git history when this is a clone that has it.
+# test/t/111 upgrades from eo-0.1.0 (EO_OLD_SOURCE); test/t/000 checks
+# that no released script was edited since.
+released_sources() {
+    local version commit dir
+    export EO_RELEASED=$EO_TMP/released
+    while read -r version commit; do
+        case $version in ''|'#'*) continue ;; esac
+        dir=$EO_RELEASED/eo-$version
+        if [ -d "$REPO_ROOT/.released/eo-$version" ]; then
+            mkdir -p "$dir" && cp -a "$REPO_ROOT/.released/eo-$version/." "$dir/"
+        elif git -C "$REPO_ROOT" cat-file -e "$commit^{commit}" 2>/dev/null; then
+            mkdir -p "$dir"
+            git -C "$REPO_ROOT" archive "$commit" | tar -C "$dir" -xf -
+        else
+            log "neither .released/ nor git history with $commit: eo $version is not checked"
+        fi
+    done <"$REPO_ROOT/tools/releases"
+    [ ! -d "$EO_RELEASED/eo-0.1.0" ] || export EO_OLD_SOURCE=$EO_RELEASED/eo-0.1.0
+    [ -n "${EO_OLD_SOURCE:-}" ] || log "no source of 0.1.0: the upgrade test is skipped"
 }
 
 main() {
@@ -88,7 +94,7 @@ main() {
     build_install
     make_scratch
     copy_repo
-    old_source
+    released_sources
     start_server
     run_makefile_group regress REGRESS
     run_makefile_group isolation ISOLATION

@@ -4,7 +4,11 @@
 # default_version, META.json provides the script that installs it, the
 # install and update scripts form a chain from eo--0.1.0.sql to it, every
 # one of them is in the Makefile's DATA, CHANGELOG.md has a section for
-# it, and LICENSE is there (META.json says "postgresql").
+# it, and LICENSE is there (META.json says "postgresql").  Released
+# versions (tools/releases) are frozen: every SQL script of a release is in
+# the tree byte for byte as it was released (with the releases' sources in
+# EO_RELEASED, as tools/test.sh sets it), and has a dated CHANGELOG.md
+# section.
 
 use strict;
 use warnings;
@@ -42,5 +46,24 @@ while ($at ne $default && $steps++ < 20)
 }
 is($at, $default, "the update scripts in DATA lead from 0.1.0 to $default");
 like(slurp_file('CHANGELOG.md'), qr/^## \Q$default\E\b/m, "CHANGELOG.md has a section for $default");
+
+# Released scripts are never edited.
+my @released = map { /^(\d+\.\d+\.\d+)\s+[0-9a-f]+/ ? $1 : () } split /\n/, slurp_file('tools/releases');
+ok(@released > 0, 'tools/releases names the released versions (' . join(', ', @released) . ')');
+for my $v (@released)
+{
+	like(slurp_file('CHANGELOG.md'), qr/^## \Q$v\E \(\d{4}-\d\d-\d\d\)/m,
+		"CHANGELOG.md dates the release of $v");
+  SKIP:
+	{
+		my $dir = defined $ENV{EO_RELEASED} ? "$ENV{EO_RELEASED}/eo-$v" : undef;
+		skip "the source of $v is not at hand (EO_RELEASED)", 1 unless defined $dir && -d $dir;
+		my @scripts = map { s{.*/}{}r } glob("$dir/eo--*.sql");
+		my @changed = grep { !-f $_ || slurp_file($_) ne slurp_file("$dir/$_") } @scripts;
+		ok(@scripts > 0 && !@changed,
+			"the " . scalar(@scripts) . " SQL scripts released in $v are unchanged"
+			  . (@changed ? ' (changed: ' . join(', ', @changed) . ')' : ''));
+	}
+}
 
 done_testing();
