@@ -32,7 +32,7 @@ OBJS = \
 # Install scripts: the released 0.1.0 script (never edited) and one update
 # script per later version.  CREATE EXTENSION runs 0.1.0 and then every
 # update in turn, so a fresh install and an upgrade end in the same state.
-DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql
+DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql eo--0.2.0--0.3.0.sql
 
 PGFILEDESC = "eo - effectively-once processing"
 

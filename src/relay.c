@@ -86,7 +86,9 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "storage/procarray.h"
+#include "utils/wait_event.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -1199,34 +1201,96 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 }
 
 /*
- * eo_relay_wait(outbox, timeout): after a fetch that returned nothing,
- * sleep until a transaction that wrote events into the outbox commits
- * (true) or the timeout ends (false).  Without the preload it sleeps the
- * whole timeout.  Never having fetched from the outbox in this session
- * returns true at once: fetch first.
+ * Milliseconds until a lease of the group can be taken over (it expires,
+ * or its session is gone): 0 if one can be now, -1 if none is held.
+ */
+static int64
+next_takeover_ms(EoRelayCall *call, TimestampTz now)
+{
+	Datum		values[2];
+	int64		best = -1;
+
+	values[0] = CStringGetTextDatum(call->ob->name);
+	values[1] = CStringGetTextDatum(call->grp);
+	if (SPI_execute_plan(plans.candidates, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: slot scan failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Slot		s;
+		int64		ms;
+
+		read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s);
+		if (!s.leased || s.page_state != PAGE_OUT)
+			continue;
+		ms = lease_free(&s, now) ? 0 : TimestampDifferenceMilliseconds(now, s.lease_expires_at) + 1;
+		if (best < 0 || ms < best)
+			best = ms;
+	}
+	return best;
+}
+
+/* Sleep ms, or less if interrupted (the caller's timeout bounds it). */
+static void
+linger_ms(int64 ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	long		left;
+
+	while ((left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline)) > 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * eo_relay_wait(outbox, timeout [, consumer_group, linger]): after a
+ * fetch that returned nothing, sleep until a transaction that wrote
+ * events into the outbox commits (true) or the timeout ends (false).
+ * Without the preload it sleeps the whole timeout.  Never having fetched
+ * from the outbox in this session returns true at once: fetch first.
+ * With a group, the sleep also ends (true) when one of its leases can be
+ * taken over, and after the bell rang it lingers `linger` more, within
+ * the timeout, so that the next page holds more than one commit's events.
  */
 Datum
 eo_relay_wait(PG_FUNCTION_ARGS)
 {
 	EoOutbox   *ob;
-	Interval   *timeout;
-	double		ms;
-	Oid			relid;
-	bool		known;
-	uint64		seen;
+	int64		ms;
+	int64		linger = 0;
+	int64		takeover = -1;
+	TimestampTz start = GetCurrentTimestamp();
+	bool		rang;
 
-	timeout = eo_check_interval(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "timeout",
-								0, USECS_PER_HOUR);
-	ms = eo_interval_usecs(timeout) / 1000.0;
+	ms = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "timeout",
+											 0, USECS_PER_HOUR)) / 1000;
+	if (PG_NARGS() > 2)
+	{
+		char	   *grp = eo_check_group_name(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+		EoRelayCall call;
 
+		linger = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(3), PG_ARGISNULL(3), "linger",
+													 0, USECS_PER_MINUTE)) / 1000;
+		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
+		takeover = next_takeover_ms(&call, start);
+		eo_relay_end(&call);
+		if (takeover == 0)
+			PG_RETURN_BOOL(true);
+	}
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
-	relid = ob->relid;
-	known = ob->bell_known;
-	seen = ob->bell_seen;
-
-	if (!known)
+	if (!ob->bell_known)
 		PG_RETURN_BOOL(true);
-	PG_RETURN_BOOL(eo_doorbell_wait(relid, seen, (int64) ms));
+	rang = eo_doorbell_wait(ob->relid, ob->bell_seen,
+							takeover > 0 ? Min(ms, takeover) : ms);
+	if (!rang)
+		PG_RETURN_BOOL(takeover > 0 && takeover <= ms);
+	linger = Min(linger, ms - TimestampDifferenceMilliseconds(start, GetCurrentTimestamp()));
+	if (linger > 0)
+		linger_ms(linger);
+	PG_RETURN_BOOL(true);
 }
 
 /* ---- acknowledging a page: eo_relay_ack, _extend, _release ---- */

@@ -150,6 +150,8 @@ usage(FILE *out)
 			"                         and on each publish)\n"
 			"  --max-events N         events per page (default 500)\n"
 			"  --slots N              slots of the group per page (default 1024: all free ones)\n"
+			"  --linger-ms MS         after a wake-up, wait this long for more events\n"
+			"                         before fetching (default 0: latency first)\n"
 			"  --lease SECONDS        a page's lease (default 30)\n"
 			"  --ack-wait MS          how long to wait for JetStream's acknowledgements\n"
 			"                         (default 10000)\n"
@@ -202,6 +204,7 @@ parse(int argc, char **argv, Config *cfg)
 		{"stream", required_argument, NULL, 'S'},
 		{"max-events", required_argument, NULL, 'm'},
 		{"slots", required_argument, NULL, 'n'},
+		{"linger-ms", required_argument, NULL, 'L'},
 		{"lease", required_argument, NULL, 'l'},
 		{"ack-wait", required_argument, NULL, 'w'},
 		{"durable", required_argument, NULL, 'd'},
@@ -249,6 +252,7 @@ parse(int argc, char **argv, Config *cfg)
 			case 'S': cfg->stream = optarg; break;
 			case 'm': cfg->max_events = positive(optarg, "--max-events"); break;
 			case 'n': cfg->slots = positive(optarg, "--slots"); break;
+			case 'L': cfg->linger_ms = atoi(optarg) < 0 ? 0 : atoi(optarg); break;
 			case 'l': cfg->lease_secs = positive(optarg, "--lease"); break;
 			case 'w': cfg->ack_wait_ms = positive(optarg, "--ack-wait"); break;
 			case 'd': cfg->durable = optarg; break;

@@ -45,6 +45,7 @@ typedef struct Config
 	const char *stream;			/* expected stream, checked at start */
 	int			max_events;
 	int			slots;			/* slots per fetch (eo_relay_fetch's slots) */
+	int			linger_ms;		/* after a wake-up, before the fetch */
 	int			lease_secs;
 	int			ack_wait_ms;	/* how long to wait for PubAcks of a page */
 	/* apply */

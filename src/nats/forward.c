@@ -94,6 +94,7 @@ typedef struct Forwarder
 	int64_t		max_payload;
 	pthread_mutex_t lock;		/* guards page->state/cause during a wave */
 	Page	   *page;			/* the page whose wave is in flight */
+	bool		group_wait;		/* eo_relay_wait with the group exists (0.3.0) */
 	long long	events;			/* delivered since start */
 	long long	pages;
 } Forwarder;
@@ -521,13 +522,42 @@ nats_reset(Forwarder *f)
 	return nats_setup(f);
 }
 
-/* Wait for new events (eo_relay_wait), at most a few seconds. */
+/*
+ * Wait for new events (eo_relay_wait), at most a few seconds, or until a
+ * lease of the group can be taken over; then --linger-ms more, so that
+ * the next page holds more than one commit's events.
+ */
 static void
 wait_for_events(Forwarder *f)
 {
-	const char *params[1] = {f->cfg->outbox};
-	PGresult   *res = PQexecParams(f->pg, "SELECT eo_relay_wait($1, '5 s')",
-								   1, NULL, params, NULL, NULL, 0);
+	char		linger[32];
+	const char *params[3] = {f->cfg->outbox, f->cfg->group, linger};
+	PGresult   *res;
+
+	snprintf(linger, sizeof(linger), "%d ms", f->cfg->linger_ms);
+	if (f->group_wait)
+	{
+		res = PQexecParams(f->pg, "SELECT eo_relay_wait($1, '5 s', $2, $3::interval)",
+						   3, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		{
+			PQclear(res);
+			return;
+		}
+		/* eo older than 0.3.0 in this database (not updated yet): the plain doorbell */
+		if (PQresultErrorField(res, PG_DIAG_SQLSTATE) == NULL ||
+			strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "42883") != 0)
+		{
+			(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait");
+			PQclear(res);
+			return;
+		}
+		log_msg("warning", "this database's eo has no eo_relay_wait with a group (0.3.0):"
+				" waiting without it (no --linger-ms) until ALTER EXTENSION eo UPDATE");
+		PQclear(res);
+		f->group_wait = false;
+	}
+	res = PQexecParams(f->pg, "SELECT eo_relay_wait($1, '5 s')", 1, NULL, params, NULL, NULL, 0);
 
 	(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait");
 	PQclear(res);
@@ -547,6 +577,7 @@ forward_main(const Config *cfg)
 	}
 	memset(&f, 0, sizeof(f));
 	f.cfg = cfg;
+	f.group_wait = true;
 	pthread_mutex_init(&f.lock, NULL);
 	if (!nats_setup(&f))
 		return 1;

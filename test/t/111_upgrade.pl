@@ -17,43 +17,23 @@ use strict;
 use warnings;
 
 use File::Copy;
-use File::Path qw(make_path);
-use File::Temp qw(tempdir);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
 my $old = $ENV{EO_OLD_SOURCE};
+my $default = EoTest::default_version();
 plan skip_all => 'EO_OLD_SOURCE (the 0.1.0 source, set by tools/test.sh) is not set'
   unless defined $old && -d $old;
 
 my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
 plan skip_all => '0.1.0 was released for PostgreSQL 15 only'
   unless `$pg_config --version` =~ /PostgreSQL 15\./;
-my $root = tempdir(CLEANUP => 1);
-my %dir = map { $_ => `$pg_config --$_` } qw(bindir pkglibdir sharedir);
-chomp %dir;
-
-# A private copy of the installation: PostgreSQL finds its lib and share
-# directories relative to its binaries.
-for my $d (values %dir)
-{
-	(my $parent = "$root$d") =~ s{/[^/]+$}{};
-	make_path($parent);
-	system('cp', '-a', $d, "$parent/") == 0 or die "copying $d failed";
-}
-
-sub install_eo
-{
-	my ($src, $what) = @_;
-	my $log = "$root/$what.log";
-	system("make -C '$src' PG_CONFIG='$pg_config' >'$log' 2>&1") == 0
-	  && system("make -C '$src' PG_CONFIG='$pg_config' DESTDIR='$root' install >>'$log' 2>&1") == 0
-	  or die "building $what failed: " . slurp_file($log);
-}
-
-install_eo($old, 'eo-0.1.0');
-my $node = PostgreSQL::Test::Cluster->new('upgrade', install_path => "$root$dir{bindir}/..");
+my $inst = EoTest::private_install();
+EoTest::install_eo($inst, $old, 'eo-0.1.0');
+my $node = EoTest::node($inst, 'upgrade');
 $node->init;
 $node->append_conf('postgresql.conf', q{
 shared_preload_libraries = 'eo'
@@ -105,7 +85,7 @@ AND (pg_visible_in_snapshot(e.txid, s.pos_snap)
 $node->stop;
 
 # The new build over the old one.
-install_eo('.', 'eo-new');
+EoTest::install_eo($inst, '.', 'eo-new');
 my $log_offset = 0;
 $node->start;
 my ($ret, $out, $err) = $node->psql('postgres', q{SELECT eo_claim('between')});
@@ -117,7 +97,7 @@ ok($node->wait_for_log(qr/skipping database "postgres": eo's SQL objects are old
 ($ret, $out, $err) = $node->psql('postgres', q{ALTER EXTENSION eo UPDATE});
 is($ret, 0, 'ALTER EXTENSION eo UPDATE succeeds');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
-	'0.2.0', 'updated to 0.2.0, with the worker running');
+	$default, "updated to $default (eo.control's default_version), with the worker running");
 # The claim functions are made again (they take a scope): the update says
 # which grants are gone, as statements to run again.
 my @grants = $err =~ /^(GRANT EXECUTE ON FUNCTION .*;)$/mg;

@@ -1,0 +1,97 @@
+# Copyright: eo authors.  See README.
+#
+# ALTER EXTENSION eo UPDATE from the released 0.2.0 (built from its commit:
+# tools/test.sh puts every release's source under EO_RELEASED) to this
+# tree's default version, on every supported PostgreSQL:
+# - keys, results, an outbox with a group mid-page and a scope made by
+#   0.2.0 are all there afterwards and keep working: a done key is a
+#   duplicate with its result, the outstanding page is acknowledged by the
+#   token 0.2.0 issued, the group's next fetch gets the rest;
+# - the new SQL (eo_relay_wait with a group) is there;
+# - the updated database has the same eo objects as a fresh CREATE
+#   EXTENSION: every function signature and every column of eo's tables.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use lib 'test/perl';
+use EoTest;
+
+my $src = defined $ENV{EO_RELEASED} ? "$ENV{EO_RELEASED}/eo-0.2.0" : undef;
+plan skip_all => 'the source of 0.2.0 (EO_RELEASED, set by tools/test.sh) is not at hand'
+  unless defined $src && -d $src;
+my $default = EoTest::default_version();
+plan skip_all => "eo.control installs 0.2.0 itself: nothing to update to" if $default eq '0.2.0';
+
+my $inst = EoTest::private_install();
+EoTest::install_eo($inst, $src, 'eo-0.2.0');
+my $node = EoTest::node($inst, 'upgrade_020');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'\neo.naptime = 3600\n");
+$node->start;
+$node->safe_psql('postgres', q{
+CREATE EXTENSION eo VERSION '0.2.0';
+SELECT eo_scope_create('s');
+BEGIN;
+SELECT status FROM eo_claim('done', 'fp');
+SELECT eo_complete('done', '{"charge": "ch_1"}');
+COMMIT;
+SELECT status FROM eo_claim('k', scope => 's');
+SELECT eo_outbox_create('ob', slots => 2);
+SELECT eo_group_create('ob', 'g');
+SELECT count(eo_emit('ob', 'order', 'o' || i, 'E', jsonb_build_object('i', i))) FROM generate_series(1, 10) i;
+});
+my $token = $node->safe_psql('postgres',
+	q{SELECT max(lease_token) FROM eo_relay_fetch('ob', 'g', 3, '1 hour')});
+is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+	'0.2.0', '0.2.0 is installed, with a page outstanding');
+
+# The new library and scripts, then the update.
+EoTest::install_eo($inst, '.', 'eo-new');
+$node->restart;
+my ($ret, $out, $err) = $node->psql('postgres', 'ALTER EXTENSION eo UPDATE');
+is($ret, 0, 'ALTER EXTENSION eo UPDATE succeeds') or diag($err);
+is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+	$default, "updated to $default");
+
+is($node->safe_psql('postgres', q{SELECT status, result FROM eo_claim('done', 'fp')}),
+	'duplicate|{"charge": "ch_1"}', 'a done key of 0.2.0 is a duplicate with its result');
+is($node->safe_psql('postgres', q{SELECT state FROM eo_status('k', scope => 's')}),
+	'done', 'a key claimed in a scope of 0.2.0 is done');
+is($node->safe_psql('postgres', "SELECT eo_relay_ack('ob', 'g', $token)"),
+	'3', 'the page 0.2.0 handed out is acknowledged with its token');
+is( $node->safe_psql(
+		'postgres', q{
+CREATE TABLE rest AS SELECT * FROM eo_relay_fetch('ob', 'g', 100, '1 minute', 2, false);
+SELECT count(*), sum(eo_relay_ack('ob', 'g', t)) FROM (SELECT DISTINCT lease_token t FROM rest) x;
+SELECT count(*) FROM rest;}),
+	"2|7\n7", 'the rest comes in the next fetch, one token per slot');
+is( $node->safe_psql(
+		'postgres', q{SELECT count(*) FROM eo_relay_fetch('ob', 'g');
+SELECT eo_relay_wait('ob', '0', 'g', '0')}),
+	"0\nf", "${default}'s eo_relay_wait with a group is there");
+
+# The same objects as a fresh install.
+my $objects = q{
+SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+  SELECT p.oid::regprocedure::text || ' -> ' || pg_get_function_result(p.oid) AS x
+  FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+  WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')
+  UNION ALL
+  SELECT c.oid::regclass::text || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+  FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+  WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')) o};
+my $updated = $node->safe_psql('postgres', $objects);
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION eo');
+is($node->safe_psql('fresh', $objects), $updated,
+	'the updated database has the functions and table columns of a fresh install');
+
+$node->stop;
+done_testing();
