@@ -5,6 +5,9 @@ EXTENSION = eo
 MODULE_big = eo
 OBJS = \
 	src/eo.o \
+	src/settings.o \
+	src/sqlstates.o \
+	src/tables.o \
 	src/validate.o \
 	src/objects.o \
 	src/locks.o \
@@ -18,16 +21,17 @@ OBJS = \
 	src/maintain.o \
 	src/bgworker.o \
 	src/worker.o \
-	src/doorbell.o \
 	src/stats.o \
-	src/ddl.o \
-	src/cluster.o \
-	src/outbox.o \
-	src/emit.o \
+	src/outbox_doorbell.o \
+	src/outbox_ddl.o \
+	src/outbox_cluster.o \
+	src/outbox_registry.o \
+	src/outbox_emit.o \
 	src/outbox_partitions.o \
-	src/relay.o \
-	src/relay_status.o \
-	src/outbox_metrics.o
+	src/outbox_relay.o \
+	src/outbox_relay_status.o \
+	src/outbox_metrics.o \
+	src/outbox_create.o
 
 # Install scripts: the released 0.1.0 script (never edited) and one update
 # script per later version.  CREATE EXTENSION runs 0.1.0 and then every

@@ -52,8 +52,8 @@
 #define EO_ERRCODE_FINGERPRINT		ERRCODE_DATA_EXCEPTION	/* 22000 */
 #define EO_ERRCODE_NOT_OWNER		ERRCODE_INSUFFICIENT_PRIVILEGE	/* 42501 */
 
-/* Settings (eo.c) */
-/* eo.c: the settings (eo.*) */
+/* settings.c: the settings (eo.*), defined by _PG_init (eo.c) */
+extern void eo_define_settings(void);
 extern int	eo_max_attempts;
 extern int	eo_max_lease_secs;
 extern int	eo_retention_secs;
@@ -90,6 +90,29 @@ typedef struct EoKey
 	TransactionId xmin;
 	ItemPointerData tid;
 } EoKey;
+
+/*
+ * tables.c: descriptions of eo's own tables.  Each table's columns are
+ * listed once, as an X macro of (position name, column name, type, and
+ * whatever else its file needs) in the file that owns the table; EO_COLUMN_ENUM makes the positions (1-based,
+ * in list order: the enum starts with a 0 entry of the caller's), and
+ * EO_COLUMN_DESC the EoColumn array that the shape check, the SELECT list
+ * and the UPDATE are made from.  So a reader or writer that names a
+ * column by its position is kept in step with the list by the compiler.
+ */
+typedef struct EoColumn
+{
+	const char *name;
+	Oid			type;
+} EoColumn;
+
+#define EO_COLUMN_ENUM(pos, name, type, ...) pos,
+#define EO_COLUMN_DESC(pos, name, type, ...) {name, type},
+
+extern char *eo_columns_mismatch(TupleDesc desc, const EoColumn *cols, int ncols,
+								 bool skip_dropped);
+extern char *eo_columns_list(const EoColumn *cols, int ncols);
+extern char *eo_columns_set_list(const EoColumn *cols, int ncols, const bool *written);
 
 /* objects.c: eo's own objects, and whose rights eo acts with */
 typedef struct EoCatalog
@@ -161,14 +184,18 @@ extern Interval *eo_check_interval(Datum value, bool isnull, const char *what,
 extern char *eo_usecs_text(int64 usecs);
 extern text *eo_clip_error(Datum value, bool isnull);
 extern char *eo_check_sqlstate(Datum value, bool isnull);
+extern text *eo_check_required_text(Datum value, bool isnull, const char *what);
 extern Oid	eo_check_role(Datum value, bool isnull, Oid dflt);
 extern char *eo_role_name(Oid role);
-extern bool eo_sqlstate_may_be_final(const char *s, int len);
-extern bool eo_sqlstate_list_valid(const char *list, char **bad, bool *malformed);
-extern bool eo_sqlstate_listed(const char *sqlstate, const char *list);
 extern char *eo_check_outbox_name(Datum value, bool isnull, const char *what);
 extern char *eo_check_group_name(Datum value, bool isnull);
 extern char *eo_check_scope_name(Datum value, bool isnull);
+
+/* sqlstates.c: which SQLSTATEs may be final, and lists of them */
+extern bool eo_sqlstate_chars(const char *s, int len);
+extern bool eo_sqlstate_may_be_final(const char *s, int len);
+extern bool eo_sqlstate_list_valid(const char *list, char **bad, bool *malformed);
+extern bool eo_sqlstate_listed(const char *sqlstate, const char *list);
 
 /* scope.c: namespaces of keys, each belonging to a role */
 typedef struct EoScope
@@ -341,7 +368,7 @@ extern void eo_stat_add(EoStat stat, int64 n);
 extern void eo_stat_step_failed(EoStep step);
 extern void eo_stat_pass_done(const EoPassStats *stats, TimestampTz started);
 
-/* doorbell.c: waking idle relays at commit (shared memory, preload) */
+/* outbox_doorbell.c: waking idle relays at commit (shared memory, preload) */
 extern Size eo_doorbell_shmem_size(void);
 extern void eo_doorbell_shmem_init(void);
 extern void eo_doorbell_ring_at_commit(Oid outbox);

@@ -71,26 +71,29 @@
 #include "eo.h"
 
 /* Columns of eo_keys_template, in table order (checked when loaded). */
+#define KEY_COLUMNS(X) \
+	X(COL_KEY, "key", TEXTOID) \
+	X(COL_OWNER, "owner", REGROLEOID) \
+	X(COL_STATE, "state", CHAROID) \
+	X(COL_FINGERPRINT, "fingerprint", TEXTOID) \
+	X(COL_RESULT, "result", JSONBOID) \
+	X(COL_ATTEMPTS, "attempts", INT4OID) \
+	X(COL_LEASE_TOKEN, "lease_token", INT8OID) \
+	X(COL_LEASE_EXPIRES_AT, "lease_expires_at", TIMESTAMPTZOID) \
+	X(COL_LAST_ERROR, "last_error", TEXTOID) \
+	X(COL_CREATED_AT, "created_at", TIMESTAMPTZOID) \
+	X(COL_UPDATED_AT, "updated_at", TIMESTAMPTZOID) \
+	X(COL_SCOPE, "scope", INT4OID)
+
 enum
 {
-	COL_KEY = 1, COL_OWNER, COL_STATE, COL_FINGERPRINT, COL_RESULT,
-	COL_ATTEMPTS, COL_LEASE_TOKEN, COL_LEASE_EXPIRES_AT, COL_LAST_ERROR,
-	COL_CREATED_AT, COL_UPDATED_AT, COL_SCOPE
+	COL_NONE = 0,
+	KEY_COLUMNS(EO_COLUMN_ENUM)
+	KEY_NATTS_PLUS_1
 };
-#define KEY_NATTS COL_SCOPE
+#define KEY_NATTS (KEY_NATTS_PLUS_1 - 1)
 
-static const struct
-{
-	const char *name;
-	Oid			type;
-}			key_columns[KEY_NATTS] =
-{
-	{"key", TEXTOID}, {"owner", REGROLEOID}, {"state", CHAROID}, {"fingerprint", TEXTOID},
-	{"result", JSONBOID}, {"attempts", INT4OID}, {"lease_token", INT8OID},
-	{"lease_expires_at", TIMESTAMPTZOID}, {"last_error", TEXTOID},
-	{"created_at", TIMESTAMPTZOID}, {"updated_at", TIMESTAMPTZOID},
-	{"scope", INT4OID}
-};
+static const EoColumn key_columns[] = {KEY_COLUMNS(EO_COLUMN_DESC)};
 
 /*
  * Where the key lock lives: advisory locks of the current database whose
@@ -192,18 +195,15 @@ ks_key_index(Oid relid)
 	Relation	rel;
 	TupleDesc	desc;
 	Oid			result;
+	char	   *problem;
 
 	eo_check_own_relation(relid, RELKIND_RELATION, true, "key generation");
 	rel = table_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
-	if (desc->natts != KEY_NATTS)
-		elog(ERROR, "eo: key table \"%s\" has %d columns, expected %d",
-			 RelationGetRelationName(rel), desc->natts, KEY_NATTS);
-	for (int i = 0; i < KEY_NATTS; i++)
-		if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), key_columns[i].name) != 0 ||
-			TupleDescAttr(desc, i)->atttypid != key_columns[i].type)
-			elog(ERROR, "eo: column %d of key table \"%s\" is not \"%s\"",
-				 i + 1, RelationGetRelationName(rel), key_columns[i].name);
+	problem = eo_columns_mismatch(desc, key_columns, KEY_NATTS, false);
+	if (problem != NULL)
+		elog(ERROR, "eo: key table \"%s\" is not shaped as eo made it: %s",
+			 RelationGetRelationName(rel), problem);
 
 	result = eo_unique_index(rel, 2, unique_cols);
 	table_close(rel, NoLock);

@@ -6,7 +6,7 @@
  * The background worker (worker.c) and eo_maintain() both call these
  * steps; eo_outbox_maintain() runs the outboxes' step alone, by hand.
  * This file is the scheduler: it knows both sides that the outbox step
- * needs (partitions, outbox_partitions.c; delivery, relay.c).  The work is cut into bounded steps so that the worker can commit
+ * needs (partitions, outbox_partitions.c; delivery, outbox_relay.c).  The work is cut into bounded steps so that the worker can commit
  * after each one and never holds many row locks or a long transaction;
  * eo_maintain(), being one SQL call, runs its steps in the caller's
  * transaction, each in a subtransaction so that one that fails (on an

@@ -11,7 +11,7 @@
  *     only the extension owner can create objects in (so no name there can
  *     be taken, shadowed or replaced by anyone else), or
  *   - it found by the OID it recorded, owned by the extension owner and
- *     shaped as eo made them (outbox tables, checked by outbox.c with the
+ *     shaped as eo made them (outbox tables, checked by outbox_registry.c with the
  *     helpers here).
  * Where the caller's own rights suffice (inserting an event, reading a
  * page of events), eo acts as the caller instead.
@@ -480,7 +480,7 @@ eo_free_plan_later(SPIPlanPtr plan)
 /*
  * Did the last execution of `plan` (one statement) act on relations `a`
  * and `b` only?  Defence in depth: eo's statements name views in
- * eo_internal, which nobody else can replace (outbox.c), but a plan is
+ * eo_internal, which nobody else can replace (outbox_registry.c), but a plan is
  * parsed again from its text after an invalidation, and a wrong target
  * must be an error that rolls back what the statement did.
  */

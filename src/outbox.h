@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  * outbox.h
- *	  Declarations shared by outbox.c (the registry, eo_outbox_create/drop,
- *	  eo_emit), outbox_partitions.c (partition upkeep) and relay.c
- *	  (consumer groups, batches, leases).
+ *	  Declarations shared by the outbox files, src/outbox_*.c, listed
+ *	  here from the bottom up: each calls only those above it in this
+ *	  header (and eo.h).
  *
- * outbox.c owns the registry (eo_internal.eo_outboxes) and a per-backend
- * cache of one entry per outbox, each verified to be the table eo made
- * (see objects.c for why); the others ask it for an outbox's entry.
- * Neither calls claim.c or keystore.c.
+ * outbox_registry.c owns the registry (eo_internal.eo_outboxes) and a
+ * per-backend cache of one entry per outbox, each verified to be the
+ * table eo made (see objects.c for why); the others ask it for an
+ * outbox's entry.  None of them calls claim.c or keystore.c.
  *-------------------------------------------------------------------------
  */
 #ifndef EO_OUTBOX_H
@@ -57,12 +57,12 @@ typedef struct EoOutbox
 	SPIPlanPtr	page_plan;		/* one page of a batch, run as the caller */
 	SPIPlanPtr	old_plan;		/* one page of an earlier cluster's events */
 	SPIPlanPtr	probe_plan;		/* which of a fetch's slots have new events */
-	bool		bell_known;		/* bell_seen is set (relay.c) */
+	bool		bell_known;		/* bell_seen is set (outbox_relay.c) */
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;
 
 /*
- * One call of the relay API (relay.c, relay_status.c): the outbox, the
+ * One call of the relay API (outbox_relay.c, outbox_relay_status.c): the outbox, the
  * group, and who called.  eo_relay_begin checks the caller's rights on
  * both and connects SPI as the extension owner; eo_relay_end undoes it.
  */
@@ -75,25 +75,47 @@ typedef struct EoRelayCall
 	EoIdentity	caller;			/* restored by eo_relay_end */
 } EoRelayCall;
 
-
-/* One event, as eo_emit was given it. */
-typedef struct EmitArgs
-{
-	pg_uuid_t  *id;
-	text	   *aggregatetype;
-	text	   *aggregateid;
-	text	   *type;
-	Jsonb	   *payload;		/* NULL if SQL NULL */
-	Jsonb	   *headers;		/* NULL if SQL NULL */
-} EmitArgs;
-
-/* emit.c: eo_emit's row without SQL, if the outbox is as eo made it */
-extern bool eo_emit_direct(EoOutbox *ob, const EmitArgs *a);
+/*
+ * outbox_ddl.c: DDL on relations named by OID, never by a name someone
+ * could swap
+ */
+extern void eo_attach_partition(Oid parent, const char *partition,
+								const char *lo, const char *hi);
+extern void eo_move_relation(Oid relid, Oid nsp, const char *newname);
+extern void eo_drop_relation(Oid relid, bool cascade);
 
 /*
- * outbox.c.  eo_ob_lookup() finds, locks (with `lockmode`) and verifies an
- * outbox; it may be called with or without SPI connected, as anyone.
+ * outbox_cluster.c: positions taken in another cluster (the database was
+ * restored from a dump into this one) turned into this cluster's terms,
+ * once, before anything reads or draws.  SPI connected, as the owner.
  */
+extern void eo_cluster_check(EoOutbox *ob);
+extern void eo_cluster_check_seq(Oid seqid);
+extern void eo_cluster_check_slot(int64 sysid, const char *outbox);
+
+/*
+ * outbox_registry.c.  eo_ob_lookup() finds, locks (with `lockmode`) and
+ * verifies an outbox; it may be called with or without SPI connected, as
+ * anyone.  eo_ob_read_registry reads a row as it is, unverified, for
+ * eo_outbox_create and eo_outbox_drop.
+ */
+typedef struct EoRegistryRow
+{
+	Oid			relid;
+	char		mode;
+	int32		slots;
+	Oid			owner;
+	Oid			seq;
+	Interval	every;
+	int32		premake;
+	Interval	retention;
+} EoRegistryRow;
+
+extern bool eo_ob_read_registry(const char *name, EoRegistryRow *row);
+extern void eo_ob_registry_changed(void);
+extern void eo_ob_verify(const EoOutbox *ob);
+extern void eo_ob_verify_columns(const EoOutbox *ob);
+extern void eo_ob_check_member(Oid owner, const char *action, const char *object);
 extern EoOutbox *eo_ob_lookup(const char *name, LOCKMODE lockmode, bool missing_ok);
 extern Oid	eo_ob_token_seq(void);
 extern void eo_ob_check_privilege(EoOutbox *ob, AclMode mode, const char *action);
@@ -127,7 +149,7 @@ typedef bool (*EoDelivered) (EoOutbox *ob, const EoPartition *part);
 extern int	eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg);
 extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
 
-/* relay.c: whether every consumer group has acknowledged every event of
+/* outbox_relay.c: whether every consumer group has acknowledged every event of
  * a partition */
 extern bool eo_relay_partition_delivered(EoOutbox *ob, const EoPartition *part);
 extern char *eo_relay_unacked_sql(const EoOutbox *ob, const char *e, const char *s);
@@ -135,19 +157,8 @@ extern void eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, co
 extern void eo_relay_end(EoRelayCall *call);
 extern bool eo_relay_holder_gone(int32 pid);
 
-/*
- * cluster.c: positions taken in another cluster (the database was restored
- * from a dump into this one) turned into this cluster's terms, once, before
- * anything reads or draws.  SPI connected, as the owner.
- */
-extern void eo_cluster_check(EoOutbox *ob);
-extern void eo_cluster_check_seq(Oid seqid);
-extern void eo_cluster_check_slot(int64 sysid, const char *outbox);
-
-/* ddl.c: DDL on relations named by OID, never by a name someone could swap */
-extern void eo_attach_partition(Oid parent, const char *partition,
-								const char *lo, const char *hi);
-extern void eo_move_relation(Oid relid, Oid nsp, const char *newname);
-extern void eo_drop_relation(Oid relid, bool cascade);
+/* outbox_relay_status.c: eo_relay_status (SQL only); outbox_emit.c: eo_emit
+ * and the outbox trigger (SQL only); outbox_create.c: eo_outbox_create and
+ * eo_outbox_drop (SQL only), the top. */
 
 #endif							/* EO_OUTBOX_H */

@@ -7,7 +7,7 @@
  * with the backlog.  Events emitted come from the outbox's seq sequence
  * (one value per event written, so events of transactions that rolled
  * back count too); events fetched, acknowledged and handed out again are
- * counters in the group's slot rows, which relay.c writes on every fetch
+ * counters in the group's slot rows, which outbox_relay.c writes on every fetch
  * and acknowledgement anyway, so they are transactional and survive
  * restarts and dumps.  The age of the oldest pending event is one short
  * index probe per slot: the first event, in seq order, of what the slot

@@ -3,14 +3,14 @@
  *	  The partitions of table-mode outboxes: made ahead, dropped once past
  *	  retention and delivered to every consumer group.
  *
- * Whether a partition is delivered is the relay's knowledge (relay.c):
+ * Whether a partition is delivered is the relay's knowledge (outbox_relay.c):
  * the caller passes that judgement in, so this file knows nothing of
  * consumer groups (maintain.c, the scheduler, knows both).
  *
  * Partitions live in eo_internal, named <outbox>_p<start, UTC>, so no one
  * else can take a name eo will need, and each is attached to its outbox by
- * the outbox table's OID (ddl.c).  Each carries eo_outbox_row as a NOT
- * VALID constraint of its own (see outbox.c), so that pg_dump restores the
+ * the outbox table's OID (outbox_ddl.c).  Each carries eo_outbox_row as a NOT
+ * VALID constraint of its own (see outbox_registry.c), so that pg_dump restores the
  * rows before the constraint.
  *
  * Failure isolation.  Every outbox is kept in a subtransaction of its own:

@@ -64,12 +64,22 @@
 PG_FUNCTION_INFO_V1(eo_tombstone_hash);
 PG_FUNCTION_INFO_V1(eo_tombstone_fp);
 
-/* Columns of eo_tombstones_template. */
+/* Columns of eo_tombstones_template, in table order (checked when used). */
+#define TOMB_COLUMNS(X) \
+	X(TCOL_HASH, "hash", UUIDOID) \
+	X(TCOL_OWNER, "owner", REGROLEOID) \
+	X(TCOL_FP, "fp", INT8OID) \
+	X(TCOL_STATE, "state", CHAROID)
+
 enum
 {
-	TCOL_HASH = 1, TCOL_OWNER, TCOL_FP, TCOL_STATE
+	TCOL_NONE = 0,
+	TOMB_COLUMNS(EO_COLUMN_ENUM)
+	TOMB_NATTS_PLUS_1
 };
-#define TOMB_NATTS TCOL_STATE
+#define TOMB_NATTS (TOMB_NATTS_PLUS_1 - 1)
+
+static const EoColumn tomb_columns[] = {TOMB_COLUMNS(EO_COLUMN_DESC)};
 
 typedef struct TombGeneration
 {
@@ -183,16 +193,14 @@ ts_hash_index(Oid relid)
 	static const AttrNumber unique_cols[1] = {TCOL_HASH};
 	Relation	rel;
 	Oid			result;
+	char	   *problem;
 
 	eo_check_own_relation(relid, RELKIND_RELATION, true, "tombstone generation");
 	rel = table_open(relid, AccessShareLock);
-	if (RelationGetDescr(rel)->natts != TOMB_NATTS ||
-		TupleDescAttr(RelationGetDescr(rel), TCOL_HASH - 1)->atttypid != UUIDOID ||
-		TupleDescAttr(RelationGetDescr(rel), TCOL_OWNER - 1)->atttypid != REGROLEOID ||
-		TupleDescAttr(RelationGetDescr(rel), TCOL_FP - 1)->atttypid != INT8OID ||
-		TupleDescAttr(RelationGetDescr(rel), TCOL_STATE - 1)->atttypid != CHAROID)
-		elog(ERROR, "eo: tombstone table \"%s\" is not shaped as eo made it",
-			 RelationGetRelationName(rel));
+	problem = eo_columns_mismatch(RelationGetDescr(rel), tomb_columns, TOMB_NATTS, false);
+	if (problem != NULL)
+		elog(ERROR, "eo: tombstone table \"%s\" is not shaped as eo made it: %s",
+			 RelationGetRelationName(rel), problem);
 	result = eo_unique_index(rel, 1, unique_cols);
 	table_close(rel, NoLock);
 	if (!OidIsValid(result))

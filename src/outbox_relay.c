@@ -1,5 +1,5 @@
 /*-------------------------------------------------------------------------
- * relay.c
+ * outbox_relay.c
  *	  Consumer groups of an outbox: eo_group_create / eo_group_drop, and
  *	  the relay API eo_relay_fetch / eo_relay_ack / eo_relay_extend /
  *	  eo_relay_release, plus the numbers behind the eo_outbox_status view.
@@ -35,7 +35,7 @@
  * a transaction visible in S drew its seqs before it committed, before S.
  * Lower end: lo(P), a seq below which no event invisible in P can lie.
  * Every event's txid was assigned no later than its seq was drawn (the
- * txid column's default runs first, see outbox.c), so for any pair (X, H)
+ * txid column's default runs first, see outbox_registry.c), so for any pair (X, H)
  * where H = the sequence's last value read before X = the next txid to be
  * assigned, an event with txid >= X has seq > H.  Each fetch records
  * such a pair in the slot (a short history); lo(S) = 1 + the largest H
@@ -69,7 +69,7 @@
  * written as the extension owner; the events themselves are read as the
  * caller, whose SELECT right suffices, through a statement that names the
  * outbox table and is checked afterwards to have read the table eo
- * recorded (outbox.c).  Statements are prepared once per backend with
+ * recorded (outbox_registry.c).  Statements are prepared once per backend with
  * generic plans and fully qualified names.  Call the relay functions in
  * their own transaction at READ COMMITTED.
  *-------------------------------------------------------------------------
@@ -145,7 +145,7 @@ typedef struct Slot
 	TimestampTz fetched_at;
 	bool		has_acked_at;
 	TimestampTz acked_at;
-	/* the events of an earlier cluster not yet delivered (cluster.c) */
+	/* the events of an earlier cluster not yet delivered (outbox_cluster.c) */
 	bool		has_old;
 	int64		old_hi;			/* they have seq <= old_hi ... */
 	int64		old_seq;		/* ... and > old_seq (acknowledged so far) */
@@ -155,7 +155,7 @@ typedef struct Slot
 	Datum		old_batch_snap;
 	int64		old_acked_seq;
 	bool		page_old;		/* the page handed out is of those */
-	int64		sysid;			/* the cluster of its snapshots (cluster.c) */
+	int64		sysid;			/* the cluster of its snapshots (outbox_cluster.c) */
 	/* counters for eo_outbox_metrics, written with the row anyway */
 	int64		fetched_events;
 	int64		acked_events;
@@ -163,12 +163,57 @@ typedef struct Slot
 	int32		holder_pid;		/* the backend that took the lease; 0 if none */
 } Slot;
 
-#define SLOT_COLUMNS \
-	"slot, pos_snap, pos_lo, batch_snap, batch_hi, batch_lo, acked_seq," \
-	" page_state, page_end, page_last, page_count, lease_token, lease_expires_at," \
-	" hist_xid, hist_seq, fetched_at, acked_at, old_hi, old_seq, old_pos_snap," \
-	" old_pos_lo, old_batch_snap, old_acked_seq, page_old, sysid," \
-	" fetched_events, acked_events, redelivered_events, holder_pid"
+/*
+ * The columns of eo_outbox_slots, in the order read (SELECT) and written
+ * (UPDATE, as the parameter of each column's position): read_slot and
+ * write_slot name them by these positions.  The fourth field says whether
+ * write_slot writes the column; the sections of an earlier cluster are
+ * written by outbox_cluster.c alone.
+ */
+#define SLOT_COLUMNS(X) \
+	X(SC_OUTBOX, "outbox", TEXTOID, false) \
+	X(SC_GRP, "grp", TEXTOID, false) \
+	X(SC_SLOT, "slot", INT4OID, false) \
+	X(SC_POS_SNAP, "pos_snap", PG_SNAPSHOTOID, true) \
+	X(SC_POS_LO, "pos_lo", INT8OID, true) \
+	X(SC_BATCH_SNAP, "batch_snap", PG_SNAPSHOTOID, true) \
+	X(SC_BATCH_HI, "batch_hi", INT8OID, true) \
+	X(SC_BATCH_LO, "batch_lo", INT8OID, true) \
+	X(SC_ACKED_SEQ, "acked_seq", INT8OID, true) \
+	X(SC_PAGE_STATE, "page_state", CHAROID, true) \
+	X(SC_PAGE_END, "page_end", INT8OID, true) \
+	X(SC_PAGE_LAST, "page_last", BOOLOID, true) \
+	X(SC_PAGE_COUNT, "page_count", INT4OID, true) \
+	X(SC_LEASE_TOKEN, "lease_token", INT8OID, true) \
+	X(SC_LEASE_EXPIRES_AT, "lease_expires_at", TIMESTAMPTZOID, true) \
+	X(SC_HIST_XID, "hist_xid", XID8ARRAYOID, true) \
+	X(SC_HIST_SEQ, "hist_seq", INT8ARRAYOID, true) \
+	X(SC_FETCHED_AT, "fetched_at", TIMESTAMPTZOID, true) \
+	X(SC_ACKED_AT, "acked_at", TIMESTAMPTZOID, true) \
+	X(SC_OLD_HI, "old_hi", INT8OID, true) \
+	X(SC_OLD_SEQ, "old_seq", INT8OID, true) \
+	X(SC_OLD_POS_SNAP, "old_pos_snap", PG_SNAPSHOTOID, false) \
+	X(SC_OLD_POS_LO, "old_pos_lo", INT8OID, false) \
+	X(SC_OLD_BATCH_SNAP, "old_batch_snap", PG_SNAPSHOTOID, false) \
+	X(SC_OLD_ACKED_SEQ, "old_acked_seq", INT8OID, false) \
+	X(SC_PAGE_OLD, "page_old", BOOLOID, true) \
+	X(SC_SYSID, "sysid", INT8OID, false) \
+	X(SC_FETCHED_EVENTS, "fetched_events", INT8OID, true) \
+	X(SC_ACKED_EVENTS, "acked_events", INT8OID, true) \
+	X(SC_REDELIVERED_EVENTS, "redelivered_events", INT8OID, true) \
+	X(SC_HOLDER_PID, "holder_pid", INT4OID, true)
+
+enum
+{
+	SC_NONE = 0,
+	SLOT_COLUMNS(EO_COLUMN_ENUM)
+	SLOT_NCOLS_PLUS_1
+};
+#define SLOT_NCOLS (SLOT_NCOLS_PLUS_1 - 1)
+#define SLOT_WRITTEN(pos, name, type, written) written,
+
+static const EoColumn slot_columns[] = {SLOT_COLUMNS(EO_COLUMN_DESC)};
+static const bool slot_written[] = {SLOT_COLUMNS(SLOT_WRITTEN)};
 
 /*
  * A lease token: the group's id above this many bits, a value of
@@ -233,14 +278,14 @@ prepare_plans(void)
 	Oid			group_types[2] = {TEXTOID, TEXTOID};
 	Oid			lock_types[6] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID};
 	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
-	Oid			update_types[26] = {TEXTOID, TEXTOID, INT4OID, PG_SNAPSHOTOID, INT8OID,
-		PG_SNAPSHOTOID, INT8OID, INT8OID, INT8OID, CHAROID, INT8OID, BOOLOID, INT4OID,
-		INT8OID, TIMESTAMPTZOID, XID8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-	INT8OID, INT8OID, BOOLOID, INT8OID, INT8OID, INT8OID, INT4OID};
+	Oid			update_types[SLOT_NCOLS];
+	char	   *cols = eo_columns_list(slot_columns, SLOT_NCOLS);
 	Oid			cut_types[1] = {REGCLASSOID};
 
 	if (plans.ready)
 		return;
+	for (int i = 0; i < SLOT_NCOLS; i++)
+		update_types[i] = slot_columns[i].type;
 	plans.group = eo_prepare_kept("SELECT id, owner FROM eo_internal.eo_outbox_groups"
 								  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 								  2, group_types);
@@ -248,34 +293,30 @@ prepare_plans(void)
 	 * The group's slots, read without a lock (see read_candidates), oldest-served
 	 * first, so that one relay walks all slots in turn.
 	 */
-	plans.candidates = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
-									   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-									   " ORDER BY fetched_at NULLS FIRST, slot",
+	plans.candidates = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+												" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+												" ORDER BY fetched_at NULLS FIRST, slot", cols),
 									   2, group_types);
 	/* One of them locked, if its lease is still as it was read. */
-	plans.lock = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
-								 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-								 " AND slot OPERATOR(pg_catalog.=) $3"
-								 " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
-								 " AND coalesce(lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) $5"
-								 " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
-								 " FOR UPDATE SKIP LOCKED",
+	plans.lock = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+										  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+										  " AND slot OPERATOR(pg_catalog.=) $3"
+										  " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
+										  " AND coalesce(lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) $5"
+										  " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
+										  " FOR UPDATE SKIP LOCKED", cols),
 								 6, lock_types);
-	plans.by_token = eo_prepare_kept("SELECT " SLOT_COLUMNS " FROM eo_internal.eo_outbox_slots"
-									 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-									 " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE",
+	plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+											  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+											  " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", cols),
 									 3, token_types);
-	plans.update = eo_prepare_kept("UPDATE eo_internal.eo_outbox_slots SET pos_snap = $4, pos_lo = $5,"
-								   " batch_snap = $6, batch_hi = $7, batch_lo = $8, acked_seq = $9,"
-								   " page_state = $10, page_end = $11, page_last = $12, page_count = $13,"
-								   " lease_token = $14, lease_expires_at = $15, hist_xid = $16,"
-								   " hist_seq = $17, fetched_at = $18, acked_at = $19,"
-								   " old_hi = $20, old_seq = $21, page_old = $22,"
-								   " fetched_events = $23, acked_events = $24, redelivered_events = $25,"
-								   " holder_pid = $26"
-								   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-								   " AND slot OPERATOR(pg_catalog.=) $3",
-								   26, update_types);
+	plans.update = eo_prepare_kept(psprintf("UPDATE eo_internal.eo_outbox_slots SET %s"
+											" WHERE outbox OPERATOR(pg_catalog.=) $%d"
+											" AND grp OPERATOR(pg_catalog.=) $%d"
+											" AND slot OPERATOR(pg_catalog.=) $%d",
+											eo_columns_set_list(slot_columns, SLOT_NCOLS, slot_written),
+											SC_OUTBOX, SC_GRP, SC_SLOT),
+								   SLOT_NCOLS, update_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -394,39 +435,14 @@ snapshot_column(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
 	return *isnull ? d : PointerGetDatum(PG_DETOAST_DATUM(d));
 }
 
+/* The slot's (next txid, seq) history, for lo(). */
 static void
-read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
+read_history(HeapTuple tup, TupleDesc desc, Slot *s)
 {
 	bool		isnull;
 	Datum		d;
 
-	memset(s, 0, sizeof(*s));
-	s->slot = DatumGetInt32(column(tup, desc, 1, &isnull));
-	s->pos_snap = snapshot_column(tup, desc, 2, &isnull);
-	s->pos_lo = DatumGetInt64(column(tup, desc, 3, &isnull));
-	s->batch_snap = snapshot_column(tup, desc, 4, &isnull);
-	s->has_batch = !isnull;
-	s->batch_hi = s->has_batch ? DatumGetInt64(column(tup, desc, 5, &isnull)) : 0;
-	s->batch_lo = s->has_batch ? DatumGetInt64(column(tup, desc, 6, &isnull)) : 0;
-	d = column(tup, desc, 7, &isnull);
-	s->has_acked = !isnull;
-	s->acked_seq = isnull ? 0 : DatumGetInt64(d);
-	d = column(tup, desc, 8, &isnull);
-	s->page_state = isnull ? '\0' : DatumGetChar(d);
-	d = column(tup, desc, 9, &isnull);
-	s->page_end = isnull ? 0 : DatumGetInt64(d);
-	d = column(tup, desc, 10, &isnull);
-	s->page_last = isnull ? false : DatumGetBool(d);
-	d = column(tup, desc, 11, &isnull);
-	s->page_count = isnull ? 0 : DatumGetInt32(d);
-	d = column(tup, desc, 12, &isnull);
-	s->has_token = !isnull;
-	s->lease_token = isnull ? 0 : DatumGetInt64(d);
-	d = column(tup, desc, 13, &isnull);
-	s->leased = !isnull;
-	s->lease_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
-
-	d = column(tup, desc, 14, &isnull);
+	d = column(tup, desc, SC_HIST_XID, &isnull);
 	if (!isnull)
 	{
 		Datum	   *xids;
@@ -436,7 +452,7 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 
 		deconstruct_array(DatumGetArrayTypeP(d), XID8OID, sizeof(uint64),
 						  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &xids, NULL, &nx);
-		deconstruct_array(DatumGetArrayTypeP(column(tup, desc, 15, &isnull)),
+		deconstruct_array(DatumGetArrayTypeP(column(tup, desc, SC_HIST_SEQ, &isnull)),
 						  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 						  &seqs, NULL, &ns);
 		s->nhist = Min(Min(nx, ns), HIST);
@@ -446,83 +462,128 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 			s->hist_seq[i] = DatumGetInt64(seqs[i]);
 		}
 	}
-	d = column(tup, desc, 16, &isnull);
-	s->has_fetched = !isnull;
-	s->fetched_at = isnull ? 0 : DatumGetTimestampTz(d);
-	d = column(tup, desc, 17, &isnull);
-	s->has_acked_at = !isnull;
-	s->acked_at = isnull ? 0 : DatumGetTimestampTz(d);
+}
 
-	d = column(tup, desc, 18, &isnull);
+/* The slot's section of an earlier cluster's events (outbox_cluster.c). */
+static void
+read_old_section(HeapTuple tup, TupleDesc desc, Slot *s)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = column(tup, desc, SC_OLD_HI, &isnull);
 	s->has_old = !isnull;
 	if (s->has_old)
 	{
 		s->old_hi = DatumGetInt64(d);
-		s->old_seq = DatumGetInt64(column(tup, desc, 19, &isnull));
-		s->old_pos_snap = snapshot_column(tup, desc, 20, &isnull);
-		s->old_pos_lo = DatumGetInt64(column(tup, desc, 21, &isnull));
-		s->old_batch_snap = snapshot_column(tup, desc, 22, &isnull);
+		s->old_seq = DatumGetInt64(column(tup, desc, SC_OLD_SEQ, &isnull));
+		s->old_pos_snap = snapshot_column(tup, desc, SC_OLD_POS_SNAP, &isnull);
+		s->old_pos_lo = DatumGetInt64(column(tup, desc, SC_OLD_POS_LO, &isnull));
+		s->old_batch_snap = snapshot_column(tup, desc, SC_OLD_BATCH_SNAP, &isnull);
 		s->has_old_batch = !isnull;
-		d = column(tup, desc, 23, &isnull);
+		d = column(tup, desc, SC_OLD_ACKED_SEQ, &isnull);
 		s->old_acked_seq = isnull ? 0 : DatumGetInt64(d);
 		s->has_old_batch &= !isnull;	/* the acked part needs both */
 	}
-	d = column(tup, desc, 24, &isnull);
+}
+
+static void
+read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
+{
+	bool		isnull;
+	Datum		d;
+
+	memset(s, 0, sizeof(*s));
+	s->slot = DatumGetInt32(column(tup, desc, SC_SLOT, &isnull));
+	s->pos_snap = snapshot_column(tup, desc, SC_POS_SNAP, &isnull);
+	s->pos_lo = DatumGetInt64(column(tup, desc, SC_POS_LO, &isnull));
+	s->batch_snap = snapshot_column(tup, desc, SC_BATCH_SNAP, &isnull);
+	s->has_batch = !isnull;
+	s->batch_hi = s->has_batch ? DatumGetInt64(column(tup, desc, SC_BATCH_HI, &isnull)) : 0;
+	s->batch_lo = s->has_batch ? DatumGetInt64(column(tup, desc, SC_BATCH_LO, &isnull)) : 0;
+	d = column(tup, desc, SC_ACKED_SEQ, &isnull);
+	s->has_acked = !isnull;
+	s->acked_seq = isnull ? 0 : DatumGetInt64(d);
+	d = column(tup, desc, SC_PAGE_STATE, &isnull);
+	s->page_state = isnull ? '\0' : DatumGetChar(d);
+	d = column(tup, desc, SC_PAGE_END, &isnull);
+	s->page_end = isnull ? 0 : DatumGetInt64(d);
+	d = column(tup, desc, SC_PAGE_LAST, &isnull);
+	s->page_last = isnull ? false : DatumGetBool(d);
+	d = column(tup, desc, SC_PAGE_COUNT, &isnull);
+	s->page_count = isnull ? 0 : DatumGetInt32(d);
+	d = column(tup, desc, SC_LEASE_TOKEN, &isnull);
+	s->has_token = !isnull;
+	s->lease_token = isnull ? 0 : DatumGetInt64(d);
+	d = column(tup, desc, SC_LEASE_EXPIRES_AT, &isnull);
+	s->leased = !isnull;
+	s->lease_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
+	read_history(tup, desc, s);
+	d = column(tup, desc, SC_FETCHED_AT, &isnull);
+	s->has_fetched = !isnull;
+	s->fetched_at = isnull ? 0 : DatumGetTimestampTz(d);
+	d = column(tup, desc, SC_ACKED_AT, &isnull);
+	s->has_acked_at = !isnull;
+	s->acked_at = isnull ? 0 : DatumGetTimestampTz(d);
+	read_old_section(tup, desc, s);
+	d = column(tup, desc, SC_PAGE_OLD, &isnull);
 	s->page_old = !isnull && DatumGetBool(d);
-	d = column(tup, desc, 25, &isnull);
+	d = column(tup, desc, SC_SYSID, &isnull);
 	s->sysid = isnull ? 0 : DatumGetInt64(d);
-	s->fetched_events = DatumGetInt64(column(tup, desc, 26, &isnull));
-	s->acked_events = DatumGetInt64(column(tup, desc, 27, &isnull));
-	s->redelivered_events = DatumGetInt64(column(tup, desc, 28, &isnull));
-	d = column(tup, desc, 29, &isnull);
+	s->fetched_events = DatumGetInt64(column(tup, desc, SC_FETCHED_EVENTS, &isnull));
+	s->acked_events = DatumGetInt64(column(tup, desc, SC_ACKED_EVENTS, &isnull));
+	s->redelivered_events = DatumGetInt64(column(tup, desc, SC_REDELIVERED_EVENTS, &isnull));
+	d = column(tup, desc, SC_HOLDER_PID, &isnull);
 	s->holder_pid = isnull ? 0 : DatumGetInt32(d);
 }
 
-#define PARAM(i, value, isnull) \
-	(values[i] = (value), nulls[i] = (isnull) ? 'n' : ' ')
+/* Values by column position, for the UPDATE (a parameter per column). */
+#define PARAM(col, value, isnull) \
+	(values[(col) - 1] = (value), nulls[(col) - 1] = (isnull) ? 'n' : ' ')
 
 static void
 write_slot(const char *outbox, const char *grp, const Slot *s)
 {
-	Datum		values[26];
-	char		nulls[26];
+	Datum		values[SLOT_NCOLS];
+	char		nulls[SLOT_NCOLS];
 	Datum		xids[HIST];
 	Datum		seqs[HIST];
 	int			rc;
 
+	memset(nulls, 'n', sizeof(nulls));	/* the columns not written */
 	for (int i = 0; i < s->nhist; i++)
 	{
 		xids[i] = FullTransactionIdGetDatum(s->hist_xid[i]);
 		seqs[i] = Int64GetDatum(s->hist_seq[i]);
 	}
-	PARAM(0, CStringGetTextDatum(outbox), false);
-	PARAM(1, CStringGetTextDatum(grp), false);
-	PARAM(2, Int32GetDatum(s->slot), false);
-	PARAM(3, s->pos_snap, false);
-	PARAM(4, Int64GetDatum(s->pos_lo), false);
-	PARAM(5, s->batch_snap, !s->has_batch);
-	PARAM(6, Int64GetDatum(s->batch_hi), !s->has_batch);
-	PARAM(7, Int64GetDatum(s->batch_lo), !s->has_batch);
-	PARAM(8, Int64GetDatum(s->acked_seq), !s->has_acked);
-	PARAM(9, CharGetDatum(s->page_state), s->page_state == '\0');
-	PARAM(10, Int64GetDatum(s->page_end), s->page_state != PAGE_OUT);
-	PARAM(11, BoolGetDatum(s->page_last), s->page_state != PAGE_OUT);
-	PARAM(12, Int32GetDatum(s->page_count), s->page_state == '\0');
-	PARAM(13, Int64GetDatum(s->lease_token), !s->has_token);
-	PARAM(14, TimestampTzGetDatum(s->lease_expires_at), !s->leased);
-	PARAM(15, PointerGetDatum(construct_array(xids, s->nhist, XID8OID, sizeof(uint64),
-											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)), false);
-	PARAM(16, PointerGetDatum(construct_array(seqs, s->nhist, INT8OID, sizeof(int64),
-											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)), false);
-	PARAM(17, TimestampTzGetDatum(s->fetched_at), !s->has_fetched);
-	PARAM(18, TimestampTzGetDatum(s->acked_at), !s->has_acked_at);
-	PARAM(19, Int64GetDatum(s->old_hi), !s->has_old);
-	PARAM(20, Int64GetDatum(s->old_seq), !s->has_old);
-	PARAM(21, BoolGetDatum(s->page_old), false);
-	PARAM(22, Int64GetDatum(s->fetched_events), false);
-	PARAM(23, Int64GetDatum(s->acked_events), false);
-	PARAM(24, Int64GetDatum(s->redelivered_events), false);
-	PARAM(25, Int32GetDatum(s->holder_pid), !s->leased || s->holder_pid == 0);
+	PARAM(SC_OUTBOX, CStringGetTextDatum(outbox), false);
+	PARAM(SC_GRP, CStringGetTextDatum(grp), false);
+	PARAM(SC_SLOT, Int32GetDatum(s->slot), false);
+	PARAM(SC_POS_SNAP, s->pos_snap, false);
+	PARAM(SC_POS_LO, Int64GetDatum(s->pos_lo), false);
+	PARAM(SC_BATCH_SNAP, s->batch_snap, !s->has_batch);
+	PARAM(SC_BATCH_HI, Int64GetDatum(s->batch_hi), !s->has_batch);
+	PARAM(SC_BATCH_LO, Int64GetDatum(s->batch_lo), !s->has_batch);
+	PARAM(SC_ACKED_SEQ, Int64GetDatum(s->acked_seq), !s->has_acked);
+	PARAM(SC_PAGE_STATE, CharGetDatum(s->page_state), s->page_state == '\0');
+	PARAM(SC_PAGE_END, Int64GetDatum(s->page_end), s->page_state != PAGE_OUT);
+	PARAM(SC_PAGE_LAST, BoolGetDatum(s->page_last), s->page_state != PAGE_OUT);
+	PARAM(SC_PAGE_COUNT, Int32GetDatum(s->page_count), s->page_state == '\0');
+	PARAM(SC_LEASE_TOKEN, Int64GetDatum(s->lease_token), !s->has_token);
+	PARAM(SC_LEASE_EXPIRES_AT, TimestampTzGetDatum(s->lease_expires_at), !s->leased);
+	PARAM(SC_HIST_XID, PointerGetDatum(construct_array(xids, s->nhist, XID8OID, sizeof(uint64),
+													   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)), false);
+	PARAM(SC_HIST_SEQ, PointerGetDatum(construct_array(seqs, s->nhist, INT8OID, sizeof(int64),
+													   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)), false);
+	PARAM(SC_FETCHED_AT, TimestampTzGetDatum(s->fetched_at), !s->has_fetched);
+	PARAM(SC_ACKED_AT, TimestampTzGetDatum(s->acked_at), !s->has_acked_at);
+	PARAM(SC_OLD_HI, Int64GetDatum(s->old_hi), !s->has_old);
+	PARAM(SC_OLD_SEQ, Int64GetDatum(s->old_seq), !s->has_old);
+	PARAM(SC_PAGE_OLD, BoolGetDatum(s->page_old), false);
+	PARAM(SC_FETCHED_EVENTS, Int64GetDatum(s->fetched_events), false);
+	PARAM(SC_ACKED_EVENTS, Int64GetDatum(s->acked_events), false);
+	PARAM(SC_REDELIVERED_EVENTS, Int64GetDatum(s->redelivered_events), false);
+	PARAM(SC_HOLDER_PID, Int32GetDatum(s->holder_pid), !s->leased || s->holder_pid == 0);
 
 	rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE || SPI_processed != 1)
@@ -839,7 +900,7 @@ run_page(EoRelayCall *call, const Slot *s, int64 lower, int64 upper,
 }
 
 /*
- * The next page of the slot's events of an earlier cluster (cluster.c):
+ * The next page of the slot's events of an earlier cluster (outbox_cluster.c):
  * seq in (old_seq, old_hi], not acknowledged by the slot's state there.
  * All of them committed before the dump, so no snapshot of this cluster
  * is involved.  If none is left the section is closed (false).
@@ -1169,7 +1230,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
 	ob = call.ob;
 
-	/* Before any snapshot of this fetch: see doorbell.c. */
+	/* Before any snapshot of this fetch: see outbox_doorbell.c. */
 	ob->bell_seen = eo_doorbell_read(ob->relid);
 	ob->bell_known = true;
 

@@ -1,5 +1,5 @@
 /*-------------------------------------------------------------------------
- * doorbell.c
+ * outbox_doorbell.c
  *	  Waking idle relays when an emitting transaction commits, without
  *	  NOTIFY.
  *

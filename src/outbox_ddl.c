@@ -1,5 +1,5 @@
 /*-------------------------------------------------------------------------
- * ddl.c
+ * outbox_ddl.c
  *	  DDL on relations named by OID: attach a partition, move a table into
  *	  another schema, drop.
  *

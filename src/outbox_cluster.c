@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
- * cluster.c
+ * outbox_cluster.c
  *	  Relay positions across pg_dump / pg_restore into another cluster.
  *
- * A slot's position is a snapshot (relay.c): which events' transactions
+ * A slot's position is a snapshot (outbox_relay.c): which events' transactions
  * were visible.  Transaction ids mean something only in the cluster that
  * assigned them.  pg_dump carries the events with their txids and the
  * slots with their snapshots, all of the old cluster; restored into a new
@@ -26,7 +26,7 @@
  *     the sequence's value (it came with the dump) and the largest seq the
  *     outbox holds; every old event has seq <= B, every new one seq > B;
  *   - each slot keeps its old state for the events seq <= B (the "old
- *     section", served first by relay.c's serve_old and judged by the old
+ *     section", served first by outbox_relay.c's serve_old and judged by the old
  *     snapshots, as all of them committed before the dump), and starts
  *     afresh for seq > B with a position that sees no transaction, so
  *     every new event is delivered;

@@ -1,5 +1,5 @@
 /*-------------------------------------------------------------------------
- * relay_status.c
+ * outbox_relay_status.c
  *	  eo_relay_status(outbox, consumer_group): one row per slot of a group,
  *	  for the group's own relays.
  *

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
- * emit.c
- *	  eo_emit's event into a table-mode outbox, without SQL.
+ * outbox_emit.c
+ *	  eo_emit: an event written in the caller's transaction, as the caller,
+ *	  into a table-mode outbox (without SQL where it can, else by INSERT)
+ *	  or into the WAL; and the outbox's statement trigger.
  *
- * eo_emit checked the caller's INSERT right on the outbox and holds its
+ * The direct path.  eo_emit checked the caller's INSERT right on the outbox and holds its
  * lock.  Here the row is formed with the values the table's defaults give
  * (created_at now(), txid the transaction's, seq drawn from the outbox's
  * sequence after the transaction id, as eo_outbox_next_seq does) and
@@ -16,7 +18,7 @@
  * partitions' one CHECK eo's, no trigger on the partition, replication
  * role "origin".  Anything else - a statement trigger someone with
  * TRIGGER added, no partition for now() - and eo_emit runs the INSERT
- * statement instead (outbox.c), where PostgreSQL does all it does.
+ * statement instead (emit_to_table), where PostgreSQL does all it does.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -24,15 +26,21 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_trigger.h"
 #include "commands/async.h"
 #include "commands/sequence.h"
-#include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
+#include "replication/message.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/partcache.h"
 #include "utils/rel.h"
@@ -43,6 +51,20 @@
 #include "compat.h"
 #include "eo.h"
 #include "outbox.h"
+
+PG_FUNCTION_INFO_V1(eo_emit);
+PG_FUNCTION_INFO_V1(eo_outbox_notify);
+
+/* eo_emit's arguments, checked. */
+typedef struct EmitArgs
+{
+	pg_uuid_t  *id;
+	text	   *aggregatetype;
+	text	   *aggregateid;
+	text	   *type;
+	Jsonb	   *payload;		/* NULL if SQL NULL */
+	Jsonb	   *headers;		/* NULL if SQL NULL */
+} EmitArgs;
 
 /*
  * The outbox's only trigger is eo's statement trigger (and will fire):
@@ -180,8 +202,8 @@ insert_row(Relation part, EState *estate, TupleTableSlot *slot)
  * nothing, if the outbox is not exactly as eo made it: the caller then
  * runs the INSERT statement.
  */
-bool
-eo_emit_direct(EoOutbox *ob, const EmitArgs *a)
+static bool
+emit_direct(EoOutbox *ob, const EmitArgs *a)
 {
 	Relation	parent = table_open(ob->relid, NoLock);
 	TimestampTz at = GetCurrentTransactionStartTimestamp();	/* now() */
@@ -227,4 +249,192 @@ eo_emit_direct(EoOutbox *ob, const EmitArgs *a)
 	if (done)
 		CommandCounterIncrement();	/* as after the statement */
 	return done;
+}
+
+/* ---- eo_emit ---- */
+
+/* A version 4 UUID, as gen_random_uuid() makes. */
+static pg_uuid_t *
+new_uuid(void)
+{
+	pg_uuid_t  *uuid = palloc(UUID_LEN);
+
+	if (!pg_strong_random(uuid, UUID_LEN))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate random values")));
+	uuid->data[6] = (uuid->data[6] & 0x0f) | 0x40;
+	uuid->data[8] = (uuid->data[8] & 0x3f) | 0x80;
+	return uuid;
+}
+
+/*
+ * The INSERT, run as the caller (see the top of this file), for an outbox
+ * that emit_direct cannot write to.
+ */
+static void
+emit_to_table(EoOutbox *ob, const EmitArgs *a)
+{
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	SPIPlanPtr	plan;
+	int			pinned;
+	int			rc;
+
+	values[0] = UUIDPGetDatum(a->id);
+	values[1] = PointerGetDatum(a->aggregatetype);
+	values[2] = PointerGetDatum(a->aggregateid);
+	values[3] = PointerGetDatum(a->type);
+	values[4] = PointerGetDatum(a->payload);
+	values[5] = PointerGetDatum(a->headers);
+	if (a->payload == NULL)
+		nulls[4] = 'n';
+	if (a->headers == NULL)
+		nulls[5] = 'n';
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	if (ob->emit_plan == NULL)
+	{
+		Oid			types[6] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID};
+		EoIdentity	saved;
+
+		/* txid, seq and created_at come from the table's defaults. */
+		eo_become_owner(&saved);
+		ob->emit_plan = eo_prepare_kept(psprintf(
+											   "INSERT INTO %s (id, aggregatetype, aggregateid, type, payload, headers)"
+											   " VALUES ($1, $2, $3, $4, $5, $6)", ob->view_name),
+									  6, types);
+		eo_restore_identity(&saved);
+	}
+	/*
+	 * The plan, not the entry's field: a statement trigger that calls eo
+	 * again may replace the entry's plans while this one runs.
+	 */
+	plan = ob->emit_plan;
+	pinned = eo_plan_ready(plan);
+	rc = SPI_execute_plan(plan, values, nulls, false, 0);
+	eo_unpin(pinned);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "eo: insert into outbox \"%s\" failed: %s",
+			 ob->name, SPI_result_code_string(rc));
+	eo_ob_check_plan(ob, plan);
+	SPI_finish();
+}
+
+static void
+append_json_text(StringInfo buf, const char *key, text *value, bool comma)
+{
+	if (comma)
+		appendStringInfoChar(buf, ',');
+	escape_json(buf, key);
+	appendStringInfoChar(buf, ':');
+	escape_json(buf, text_to_cstring(value));
+}
+
+static void
+append_json_jsonb(StringInfo buf, const char *key, Jsonb *value)
+{
+	appendStringInfoChar(buf, ',');
+	escape_json(buf, key);
+	appendStringInfoChar(buf, ':');
+	if (value == NULL)
+		appendStringInfoString(buf, "null");
+	else
+		(void) JsonbToCString(buf, &value->root, VARSIZE(value));
+}
+
+/*
+ * WAL mode: one transactional logical decoding message per event, a JSON
+ * object with the outbox columns.  Decoders see it at commit, in commit
+ * order, and never for a transaction that rolled back.
+ */
+static void
+emit_to_wal(EoOutbox *ob, const EmitArgs *a)
+{
+	StringInfoData buf;
+
+	if (!XLogLogicalInfoActive())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("outbox \"%s\" writes events to the WAL, but wal_level is not \"logical\"",
+						ob->name),
+				 errdetail("The event would be lost: no logical decoding could read it."),
+				 errhint("Set wal_level = logical and restart the server.")));
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"id\":\"");
+	appendStringInfoString(&buf, DatumGetCString(DirectFunctionCall1(uuid_out,
+																	 UUIDPGetDatum(a->id))));
+	appendStringInfoChar(&buf, '"');
+	append_json_text(&buf, "aggregatetype", a->aggregatetype, true);
+	append_json_text(&buf, "aggregateid", a->aggregateid, true);
+	append_json_text(&buf, "type", a->type, true);
+	append_json_jsonb(&buf, "payload", a->payload);
+	append_json_jsonb(&buf, "headers", a->headers);
+	appendStringInfoString(&buf, ",\"created_at\":");
+	escape_json(&buf, timestamptz_to_str(GetCurrentTransactionStartTimestamp()));
+	appendStringInfoChar(&buf, '}');
+
+	(void) eo_log_logical_message(ob->wal_prefix, buf.data, buf.len, true);
+}
+
+/*
+ * eo_emit(outbox, aggregatetype, aggregateid, type, payload, headers)
+ * returns uuid: the event, written in the caller's transaction, as the
+ * caller.
+ */
+Datum
+eo_emit(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	EmitArgs	a;
+	EoOutbox   *ob;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("outbox must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	a.aggregatetype = eo_check_required_text(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "aggregatetype");
+	a.aggregateid = eo_check_required_text(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "aggregateid");
+	a.type = eo_check_required_text(PG_GETARG_DATUM(3), PG_ARGISNULL(3), "type");
+	a.payload = PG_ARGISNULL(4) ? NULL : PG_GETARG_JSONB_P(4);
+	a.headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
+	a.id = new_uuid();
+
+	PreventCommandIfReadOnly("eo_emit()");	/* an event is a write, in both modes */
+	ob = eo_ob_lookup(name, RowExclusiveLock, false);
+	eo_ob_check_privilege(ob, ACL_INSERT, "emit to");
+	if (ob->mode == EO_OUTBOX_WAL)
+		emit_to_wal(ob, &a);
+	else if (!emit_direct(ob, &a))
+		emit_to_table(ob, &a);
+
+	PG_RETURN_UUID_P(a.id);
+}
+
+/*
+ * BEFORE INSERT ... FOR EACH STATEMENT on every table-mode outbox: ring the
+ * outbox's doorbell at commit (outbox_doorbell.c; relays in eo_relay_wait) and,
+ * unless the channel is empty (notify => false), one NOTIFY on the
+ * outbox's channel, sent at commit.  PostgreSQL folds equal notifications
+ * of one transaction into one, so a transaction that emits many events
+ * wakes listening relays once; a rolled-back one not at all.
+ */
+Datum
+eo_outbox_notify(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event) ||
+		trigdata->tg_trigger->tgnargs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("eo_outbox_notify must be a statement trigger with the channel as its argument")));
+	eo_doorbell_ring_at_commit(RelationGetRelid(trigdata->tg_relation));
+	if (trigdata->tg_trigger->tgargs[0][0] != '\0')
+		Async_Notify(trigdata->tg_trigger->tgargs[0], "");
+	return PointerGetDatum(NULL);
 }
