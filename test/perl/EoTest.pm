@@ -7,6 +7,9 @@
 #                                               # installation to build into
 #   EoTest::install_eo($inst, $src, 'eo-0.2.0');  # make && make install there
 #   my $node = EoTest::node($inst, 'name');     # a cluster running from it
+#   my $node = EoTest::eo_node('name', conf => "eo.naptime = 1");
+#                                               # a started node with eo
+#   my $pid = EoTest::launcher_pid($node);      # eo's launcher, once it runs
 #
 # A private copy lets a test install an old eo, start a server on it, and
 # install the new one over it, without touching the system installation
@@ -61,6 +64,35 @@ sub node
 	my ($inst, $name) = @_;
 	return PostgreSQL::Test::Cluster->new($name,
 		install_path => "$inst->{root}$inst->{bindir}/..");
+}
+
+# A node of the system installation, started, with eo in
+# shared_preload_libraries (unless preload => 0), `conf` appended to
+# postgresql.conf (later lines win, so it can override), `init` passed to
+# init(), and CREATE EXTENSION eo run in each database of `eo_in`
+# (default: postgres; [] for none, when the test makes it itself).
+sub eo_node
+{
+	my ($name, %o) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%{ $o{init} // {} });
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'\n")
+	  if $o{preload} // 1;
+	$node->append_conf('postgresql.conf', $o{conf}) if defined $o{conf};
+	$node->start;
+	$node->safe_psql($_, 'CREATE EXTENSION eo') for @{ $o{eo_in} // ['postgres'] };
+	return $node;
+}
+
+# The pid of eo's launcher, once exactly one runs (dies if none comes).
+sub launcher_pid
+{
+	my ($node) = @_;
+	$node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'eo launcher'})
+	  or die 'no eo launcher';
+	return $node->safe_psql('postgres',
+		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'eo launcher'});
 }
 
 # eo.control's default_version: what CREATE EXTENSION eo installs.

@@ -13,14 +13,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('killed_backend');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
 # Cluster.pm turns crash restarts off; a user's server has them on.
-$node->append_conf('postgresql.conf', "restart_after_crash = on");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
+my $node = EoTest::eo_node('killed_backend', conf => "restart_after_crash = on");
 
 # A key whose work was completed and committed before the crash.
 is( $node->safe_psql(

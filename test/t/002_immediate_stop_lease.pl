@@ -12,12 +12,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('immediate_stop_lease');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
+my $node = EoTest::eo_node('immediate_stop_lease');
 
 # Some tokens before the one we keep, so that the sequence has moved on.
 $node->safe_psql('postgres',

@@ -10,6 +10,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time);
 
 my $nkeys = 100_000;
@@ -60,21 +62,14 @@ FROM (SELECT g FROM generate_series(1, $nkeys, 997) g
 }
 
 # With the preload.
-my $node = PostgreSQL::Test::Cluster->new('many_keys');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
+my $node = EoTest::eo_node('many_keys');
 is($node->safe_psql('postgres', 'SHOW shared_preload_libraries'),
 	'eo', 'node with eo preloaded');
 many_keys($node, 'preloaded');
 $node->stop;
 
 # Without the preload: the library is loaded on first use.
-my $plain = PostgreSQL::Test::Cluster->new('many_keys_no_preload');
-$plain->init;
-$plain->start;
-$plain->safe_psql('postgres', 'CREATE EXTENSION eo');
+my $plain = EoTest::eo_node('many_keys_no_preload', preload => 0);
 is($plain->safe_psql('postgres', 'SHOW shared_preload_libraries'),
 	'', 'node without shared_preload_libraries');
 many_keys($plain, 'not preloaded');

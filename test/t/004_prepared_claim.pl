@@ -22,14 +22,13 @@ use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Time::HiRes qw(usleep);
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('prepared_claim');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
-$node->append_conf('postgresql.conf', "max_prepared_transactions = 5");
-$node->append_conf('postgresql.conf', "restart_after_crash = on");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
+my $node = EoTest::eo_node('prepared_claim', conf => q{
+max_prepared_transactions = 5
+restart_after_crash = on
+});
 
 my $timeout = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
 

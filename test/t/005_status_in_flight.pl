@@ -16,11 +16,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time);
 
-my $node = PostgreSQL::Test::Cluster->new('status_in_flight');
-$node->init;
-$node->start;
+my $node = EoTest::eo_node('status_in_flight', preload => 0, eo_in => []);
 $node->safe_psql('postgres', q{
 CREATE EXTENSION eo;
 CREATE TABLE slow (fail bool);

@@ -22,20 +22,17 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time usleep);
 
 my $naptime = 1;
 my $lease   = 2;
 my $bound   = $lease + 2 * $naptime;
 
-my $node = PostgreSQL::Test::Cluster->new('worker_reclaim');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'eo'
+my $node = EoTest::eo_node('worker_reclaim', conf => qq{
 eo.naptime = $naptime
-});
-$node->start;
+}, eo_in => []);
 
 $node->safe_psql('postgres', 'CREATE EXTENSION eo');
 $node->safe_psql('postgres', 'CREATE DATABASE served');

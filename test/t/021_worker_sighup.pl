@@ -15,24 +15,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('worker_sighup');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'eo'
-eo.naptime = 3600
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
+my $node = EoTest::eo_node('worker_sighup', conf => "eo.naptime = 3600");
 
 my $launcher_q =
   q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'eo launcher'};
-$node->poll_query_until('postgres',
-	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'eo launcher'})
-  or die 'no eo launcher';
-my $launcher = $node->safe_psql('postgres', $launcher_q);
+my $launcher = EoTest::launcher_pid($node);
 
 # Its first pass ran at start-up; the next one is an hour away.
 $node->safe_psql('postgres', q{SELECT eo_claim('k1', lease => '1 s')});

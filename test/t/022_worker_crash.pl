@@ -17,30 +17,16 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('worker_crash');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'eo'
+my $node = EoTest::eo_node('worker_crash', conf => q{
 eo.naptime = 1
 # Cluster.pm turns crash restarts off; a user's server has them on.
 restart_after_crash = on
 });
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
 
-my $launcher_q =
-  q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'eo launcher'};
-
-sub launcher_pid
-{
-	$node->poll_query_until('postgres',
-		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'eo launcher'})
-	  or die 'no eo launcher';
-	return $node->safe_psql('postgres', $launcher_q);
-}
 
 # The state that must survive: a live lease, a done key, a failed key.
 my $keys_q = q{
@@ -66,7 +52,7 @@ like($before, qr/^reclaimed\|failed\|\|1\|.*\|lease expired$/m, 'reclaimed key')
 # A lease abandoned just before the crash: expires while the server restarts.
 $node->safe_psql('postgres', q{SELECT eo_claim('across-crash', lease => '2 s')});
 
-my $old_pid    = launcher_pid();
+my $old_pid    = EoTest::launcher_pid($node);
 my $log_offset = -s $node->logfile;
 ok(kill('KILL', $old_pid), "kill -9 of the launcher (pid $old_pid)");
 ok( $node->wait_for_log(
@@ -81,7 +67,7 @@ $node->poll_query_until('postgres',
 	qq{SELECT count(*) = 1 FROM pg_stat_activity
 	   WHERE backend_type = 'eo launcher' AND pid <> $old_pid})
   or die 'the launcher did not come back';
-my $new_pid = launcher_pid();
+my $new_pid = EoTest::launcher_pid($node);
 isnt($new_pid, $old_pid, "a new launcher runs (pid $new_pid)");
 note(sprintf('the launcher was back %.1f s after the server accepted connections', time - $t0));
 
@@ -100,7 +86,7 @@ is($node->safe_psql('postgres', $keys_q), $before, 'the live lease is left alone
 
 # pg_terminate_backend() stops the launcher cleanly: no crash restart,
 # and the postmaster starts it again after its restart interval (10 s).
-$old_pid    = launcher_pid();
+$old_pid    = EoTest::launcher_pid($node);
 $log_offset = -s $node->logfile;
 is($node->safe_psql('postgres', "SELECT pg_terminate_backend($old_pid)"),
 	't', 'pg_terminate_backend() of the launcher');
@@ -122,9 +108,9 @@ is($node->safe_psql('postgres', $keys_q), $before, 'the live lease is left alone
 # ---- a clean restart ------------------------------------------------------
 
 $node->safe_psql('postgres', q{SELECT eo_claim('across-restart', lease => '2 s')});
-$old_pid = launcher_pid();
+$old_pid = EoTest::launcher_pid($node);
 $node->restart;
-$new_pid = launcher_pid();
+$new_pid = EoTest::launcher_pid($node);
 isnt($new_pid, $old_pid, 'after a restart a new launcher runs');
 is($node->safe_psql('postgres', $keys_q),
 	$before, 'after the restart: the live lease, the done key and the failed key are unchanged');

@@ -16,18 +16,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time usleep);
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'eo'
+my $primary = EoTest::eo_node('primary', init => {allows_streaming => 1}, conf => q{
 eo.naptime = 1
 eo.databases = 'nonexistent'
 });
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION eo');
 $primary->backup('backup');
 
 my $standby = PostgreSQL::Test::Cluster->new('standby');

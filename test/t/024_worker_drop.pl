@@ -16,23 +16,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('worker_drop');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'eo'
-eo.naptime = 1
-});
-$node->start;
+my $node = EoTest::eo_node('worker_drop', conf => "eo.naptime = 1", eo_in => []);
 
 my $launcher_q =
   q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'eo launcher'};
-$node->poll_query_until('postgres',
-	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'eo launcher'})
-  or die 'no eo launcher';
-my $launcher = $node->safe_psql('postgres', $launcher_q);
+my $launcher = EoTest::launcher_pid($node);
 
 for my $db ('db_a', 'db_b')
 {

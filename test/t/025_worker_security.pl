@@ -22,15 +22,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('worker_security');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'eo'
-eo.naptime = 1
-});
-$node->start;
+my $node = EoTest::eo_node('worker_security', conf => "eo.naptime = 1", eo_in => []);
 $node->safe_psql('postgres', q{
 CREATE ROLE dbo LOGIN;
 CREATE DATABASE shop OWNER dbo;

@@ -29,17 +29,14 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('worker_lock_queue');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'eo'
+my $node = EoTest::eo_node('worker_lock_queue', conf => q{
 eo.naptime = 1
 max_worker_processes = 8
-});
-$node->start;
+}, eo_in => []);
 $node->safe_psql('postgres', 'CREATE ROLE mallory LOGIN');
 
 my @dbs = map { "db_$_" } 1 .. 7;

@@ -15,17 +15,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('worker_planner');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
+my $node = EoTest::eo_node('worker_planner', preload => 0, conf => q{
 shared_preload_libraries = 'eo, auto_explain'
 eo.naptime = 1
 log_line_prefix = '%m [%p] %b '
-});
-$node->start;
+}, eo_in => []);
 $node->safe_psql('postgres', q{
 CREATE ROLE dbo LOGIN;
 CREATE DATABASE shop OWNER dbo;

@@ -17,10 +17,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('tombstone_encodings');
-$node->init;
-$node->start;
+my $node = EoTest::eo_node('tombstone_encodings', preload => 0, eo_in => []);
 $node->safe_psql('postgres', q{CREATE ROLE alice; CREATE ROLE bob;});
 
 # Claims as `role`, then completes, each key given as hex bytes.

@@ -15,12 +15,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('outbox_wal');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
+my $node = EoTest::eo_node('outbox_wal', init => {allows_streaming => 'logical'});
 
 is( $node->safe_psql('postgres',
 		q{SELECT eo_outbox_create('walbox', mode => 'wal')}),

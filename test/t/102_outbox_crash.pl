@@ -21,13 +21,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('outbox_crash');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
-$node->append_conf('postgresql.conf', "restart_after_crash = on");
-$node->start;
+my $node = EoTest::eo_node('outbox_crash', conf => "restart_after_crash = on", eo_in => []);
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION eo;

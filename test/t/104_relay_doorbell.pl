@@ -1,7 +1,7 @@
 # Copyright: eo authors.  See README.
 #
 # eo_relay_wait(): a relay whose fetch came back empty sleeps until a
-# transaction that wrote events into the outbox commits (doorbell.c,
+# transaction that wrote events into the outbox commits (outbox_doorbell.c,
 # shared memory, needs the preload), not until its timeout:
 # - a commit of eo_emit, or of a plain INSERT, wakes it at once;
 # - a rolled-back emit does not wake it;
@@ -18,12 +18,10 @@ use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Time::HiRes qw(usleep time);
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('relay_doorbell');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
-$node->append_conf('postgresql.conf', "eo.naptime = 3600");
-$node->start;
+my $node = EoTest::eo_node('relay_doorbell', conf => "eo.naptime = 3600", eo_in => []);
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION eo;

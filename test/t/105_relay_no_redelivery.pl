@@ -18,16 +18,13 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('relay_no_redelivery');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'eo'
+my $node = EoTest::eo_node('relay_no_redelivery', conf => q{
 eo.naptime = 3600
 max_connections = 40
 });
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION eo');
 my $dir = PostgreSQL::Test::Utils::tempdir;
 
 # A relay's fetch and its acknowledgement of each token of the page:

@@ -18,11 +18,10 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('relay_holder_gone');
-$node->init;
-$node->append_conf('postgresql.conf', "eo.naptime = 3600");
-$node->start;
+my $node = EoTest::eo_node('relay_holder_gone', preload => 0, conf => "eo.naptime = 3600", eo_in => []);
 $node->safe_psql('postgres', q{
 CREATE EXTENSION eo;
 SELECT eo_outbox_create('hg', slots => 4, notify => false);

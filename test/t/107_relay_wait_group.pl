@@ -16,12 +16,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 
-my $node = PostgreSQL::Test::Cluster->new('relay_wait_group');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'eo'");
-$node->append_conf('postgresql.conf', "eo.naptime = 3600");
-$node->start;
+my $node = EoTest::eo_node('relay_wait_group', conf => "eo.naptime = 3600", eo_in => []);
 $node->safe_psql('postgres', q{
 CREATE EXTENSION eo;
 SELECT eo_outbox_create('w', slots => 1);

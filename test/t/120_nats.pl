@@ -30,6 +30,8 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/perl';
+use EoTest;
 use Time::HiRes qw(time usleep);
 
 my $have = !system('sh', '-c', 'command -v nats-server >/dev/null && command -v eo_nats >/dev/null');
@@ -39,13 +41,7 @@ if (!$have)
 	plan skip_all => 'nats-server or eo_nats (built with libnats-dev) is not installed';
 }
 
-my $node = PostgreSQL::Test::Cluster->new('nats');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'eo'
-eo.naptime = 1
-});
-$node->start;
+my $node = EoTest::eo_node('nats', conf => "eo.naptime = 1", eo_in => []);
 for my $db ('shop', 'inbox')
 {
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
