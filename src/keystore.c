@@ -45,6 +45,8 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -55,6 +57,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/primnodes.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
@@ -108,6 +111,14 @@ typedef struct Generation
 	int32		gen;
 	Oid			relid;
 	Oid			key_index;		/* the unique index on (key, scope) */
+	/*
+	 * New rows are indexed without the executor (ks_insert_direct) when the
+	 * table has exactly the template's two indexes: these, built once.
+	 */
+	bool		direct;
+	IndexInfo  *key_ii;
+	Oid			lease_index;	/* on lease_expires_at, WHERE IS NOT NULL */
+	IndexInfo  *lease_ii;
 	char	   *table;			/* schema-qualified, quoted */
 	SPIPlanPtr	reclaim_plan;	/* made on first use */
 } Generation;
@@ -216,6 +227,63 @@ ks_key_index(Oid relid)
 	return result;
 }
 
+/* Is `idx` the template's lease index: btree (lease_expires_at) WHERE lease_expires_at IS NOT NULL? */
+static bool
+ks_is_lease_index(Relation idx)
+{
+	Form_pg_index form = idx->rd_index;
+	List	   *pred;
+	NullTest   *nt;
+
+	if (idx->rd_rel->relam != BTREE_AM_OID || form->indnatts != 1 ||
+		form->indkey.values[0] != COL_LEASE_EXPIRES_AT || form->indisunique ||
+		RelationGetIndexExpressions(idx) != NIL)
+		return false;
+	pred = RelationGetIndexPredicate(idx);
+	if (list_length(pred) != 1 || !IsA(linitial(pred), NullTest))
+		return false;
+	nt = linitial_node(NullTest, pred);
+	return nt->nulltesttype == IS_NOT_NULL && !nt->argisrow && IsA(nt->arg, Var) &&
+		((Var *) nt->arg)->varattno == COL_LEASE_EXPIRES_AT;
+}
+
+/*
+ * May new rows of `g` be written by ks_insert_direct?  Only a heap table
+ * with exactly the template's two indexes, both ready and valid: then the
+ * two index entries are all the executor would have made.  Anything else
+ * (an index someone added, one being built) takes the executor's path.
+ * In ks_context: the IndexInfos live as long as gens[].
+ */
+static void
+ks_check_direct(Generation *g)
+{
+	Relation	heap = table_open(g->relid, AccessShareLock);
+	List	   *indexes = RelationGetIndexList(heap);
+	ListCell   *lc;
+
+	g->direct = heap->rd_rel->relam == HEAP_TABLE_AM_OID && list_length(indexes) == 2;
+	g->lease_index = InvalidOid;
+	foreach(lc, indexes)
+	{
+		Relation	idx = index_open(lfirst_oid(lc), AccessShareLock);
+		bool		usable = idx->rd_index->indisvalid && idx->rd_index->indisready;
+
+		if (lfirst_oid(lc) == g->key_index && usable)
+			g->key_ii = BuildIndexInfo(idx);
+		else if (usable && ks_is_lease_index(idx))
+		{
+			g->lease_index = lfirst_oid(lc);
+			g->lease_ii = BuildIndexInfo(idx);
+		}
+		else
+			g->direct = false;
+		index_close(idx, AccessShareLock);
+	}
+	g->direct &= OidIsValid(g->lease_index);
+	list_free(indexes);
+	table_close(heap, AccessShareLock);
+}
+
 /* Read the registry (SPI, as the owner) into gens[]. */
 static void
 ks_read_registry(void)
@@ -282,6 +350,7 @@ ks_load_generations(void)
 			g->key_index = ks_key_index(g->relid);
 			old = MemoryContextSwitchTo(ks_context);
 			g->table = eo_internal_name(get_rel_name(g->relid));
+			ks_check_direct(g);
 			MemoryContextSwitchTo(old);
 		}
 		store.gens_complete = true;
@@ -626,14 +695,10 @@ eo_ks_find_settled(text *key, int32 scope, EoKey *row)
 
 /* ---- writing rows ---- */
 
-/* `row` as the values of a key-table tuple in `slot`. */
+/* `row` as the values of a key-table tuple. */
 static void
-ks_fill_slot(TupleTableSlot *slot, const EoKey *row)
+ks_fill_values(Datum *v, bool *n, const EoKey *row)
 {
-	Datum	   *v = slot->tts_values;
-	bool	   *n = slot->tts_isnull;
-
-	ExecClearTuple(slot);
 	memset(n, 0, KEY_NATTS * sizeof(bool));
 	v[COL_KEY - 1] = PointerGetDatum(row->key);
 	v[COL_OWNER - 1] = ObjectIdGetDatum(row->owner);
@@ -652,6 +717,14 @@ ks_fill_slot(TupleTableSlot *slot, const EoKey *row)
 	v[COL_CREATED_AT - 1] = TimestampTzGetDatum(row->created_at);
 	v[COL_UPDATED_AT - 1] = TimestampTzGetDatum(row->updated_at);
 	v[COL_SCOPE - 1] = Int32GetDatum(row->scope);
+}
+
+/* `row` as the values of a key-table tuple in `slot`. */
+static void
+ks_fill_slot(TupleTableSlot *slot, const EoKey *row)
+{
+	ExecClearTuple(slot);
+	ks_fill_values(slot->tts_values, slot->tts_isnull, row);
 	ExecStoreVirtualTuple(slot);
 }
 
@@ -701,12 +774,66 @@ ks_write_end(RowWrite *w)
 	CommandCounterIncrement();
 }
 
+/* One index entry of the heap tuple `tup`, without the executor. */
+static void
+ks_index_entry(Oid indexid, IndexInfo *ii, Relation heap, HeapTuple tup,
+			   Datum *values, bool *nulls, IndexUniqueCheck check)
+{
+	Relation	idx = index_open(indexid, RowExclusiveLock);
+
+	(void) index_insert(idx, values, nulls, &tup->t_self, heap, check, false, ii);
+	index_close(idx, NoLock);
+}
+
+/*
+ * Insert `row` into a generation whose indexes are the template's
+ * (ks_check_direct): the heap tuple, its (key, scope) entry (unique:
+ * a duplicate is an error, as from the executor) and, for a row with a
+ * lease or retry time, its lease_expires_at entry.  The executor's set-up
+ * for one row (an EState, a ResultRelInfo, both indexes opened, their
+ * IndexInfos built and the partial index's predicate compiled) was most of
+ * what a new key cost at commit.
+ */
+static void
+ks_insert_direct(Generation *g, EoKey *row)
+{
+	Relation	heap = table_open(g->relid, RowExclusiveLock);
+	Datum		values[KEY_NATTS];
+	bool		nulls[KEY_NATTS];
+	Datum		ivalues[2];
+	bool		inulls[2] = {false, false};
+	HeapTuple	tup;
+
+	ks_fill_values(values, nulls, row);
+	tup = heap_form_tuple(RelationGetDescr(heap), values, nulls);
+	heap_insert(heap, tup, GetCurrentCommandId(true), 0, NULL);
+	ivalues[0] = values[COL_KEY - 1];
+	ivalues[1] = values[COL_SCOPE - 1];
+	ks_index_entry(g->key_index, g->key_ii, heap, tup, ivalues, inulls, UNIQUE_CHECK_YES);
+	if (row->has_expiry)
+	{
+		ivalues[0] = values[COL_LEASE_EXPIRES_AT - 1];
+		ks_index_entry(g->lease_index, g->lease_ii, heap, tup, ivalues, inulls, UNIQUE_CHECK_NO);
+	}
+	row->gen = g->gen;
+	row->tid = tup->t_self;
+	row->xmin = GetCurrentTransactionId();
+	heap_freetuple(tup);
+	table_close(heap, NoLock);
+	CommandCounterIncrement();
+}
+
 /* Insert `row` into generation `g`; row->gen and row->tid say where. */
 static void
 ks_insert_row(Generation *g, EoKey *row)
 {
 	RowWrite	w;
 
+	if (g->direct)
+	{
+		ks_insert_direct(g, row);
+		return;
+	}
 	ks_write_begin(&w, g, row);
 	table_tuple_insert(w.heap, w.slot, GetCurrentCommandId(true), 0, NULL);
 	ks_write_indexes(&w, false);
