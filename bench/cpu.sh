@@ -15,13 +15,17 @@
 # (synchronous_commit = off), and runs each contender as N transactions of
 # prepared statements in a single-user backend under callgrind, for two
 # values of N; the difference divided by the difference of N is the cost
-# of one transaction, start-up cancelled out.  Every key is new.  Each
-# transaction also makes the same business change (an UPDATE of one row).
+# of one transaction, start-up cancelled out.  Every key is new, and every
+# run starts from a copy of the same data directory.  Each transaction
+# also makes the same business change (an UPDATE of one row).
 #
 # Contenders (bench/scripts/ has their pgbench forms):
 #   nothing      BEGIN; SELECT 1; COMMIT  (the floor)
+#   baseline     BEGIN; SELECT 1; the change; COMMIT  (what a claim adds to)
 #   hand_min     INSERT the key ON CONFLICT DO NOTHING, the change
 #   eo_noresult  eo_claim, the change (COMMIT marks the key done)
+#   eo_noresult_field  the same, the claim written SELECT (eo_claim(k)).status
+#                (no FunctionScan: see docs/performance.md)
 #   hand         INSERT PROCESSING ON CONFLICT, the change, UPDATE to DONE with a result
 #   eo           eo_claim, the change, eo_complete with the result
 # Settings: CPU_N1=300 CPU_N2=1300 (transactions), CPU_CONTENDERS.
@@ -33,7 +37,7 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 N1=${CPU_N1:-300}
 N2=${CPU_N2:-1300}
-CONTENDERS=${CPU_CONTENDERS:-"nothing hand_min eo_noresult hand eo"}
+CONTENDERS=${CPU_CONTENDERS:-"nothing baseline hand_min eo_noresult eo_noresult_field hand eo"}
 RESULTS=$REPO_ROOT/bench/results/cpu-$(date -u +%Y%m%d-%H%M%S)
 
 # The prepared statement of each contender; $1 is the key, $2 the account.
@@ -47,7 +51,11 @@ PREPARE hand_(text, int) AS WITH i AS (INSERT INTO processed (key, status) VALUE
 
 PREPARE hand_done_(text, int) AS UPDATE processed SET status = 'DONE', result = jsonb_build_object('charge', $1, 'amount', 100) WHERE key = $1;
 
+PREPARE baseline_(text, int) AS SELECT 1;
+
 PREPARE eo_noresult_(text, int) AS SELECT status FROM eo_claim($1);
+
+PREPARE eo_noresult_field_(text, int) AS SELECT (eo_claim($1)).status;
 
 PREPARE eo_(text, int) AS SELECT status, result FROM eo_claim($1);
 
@@ -80,11 +88,20 @@ single() {
 # Instructions of a single-user backend running `script` $1 $2 $3.
 instructions() {
     local out=$EO_TMP/cg/out.$1.$2
+    # every run from the same data directory, as set up: what one
+    # contender left (dead versions and HOT chains in accounts, keys) does
+    # not change what the next one costs
+    rm -rf "$EO_TMP/cg/data"
+    cp -a "$EO_TMP/cg/data.setup" "$EO_TMP/cg/data"
     script "$@" >"$EO_TMP/cg/script.sql"
     as_pg valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$PGBIN/postgres" --single -j -D "$EO_TMP/cg/data" postgres \
         <"$EO_TMP/cg/script.sql" >"$EO_TMP/cg/run.log" 2>"$EO_TMP/cg/valgrind.log"
-    grep -q ERROR "$EO_TMP/cg/run.log" && { grep -m3 ERROR "$EO_TMP/cg/run.log" >&2; die "$1 failed"; }
+    # a single-user backend writes its errors to stderr, among valgrind's lines
+    if grep -q 'ERROR:' "$EO_TMP/cg/run.log" "$EO_TMP/cg/valgrind.log"; then
+        grep -h -m3 'ERROR:' "$EO_TMP/cg/run.log" "$EO_TMP/cg/valgrind.log" >&2
+        die "$1 failed"
+    fi
     awk '/Collected/ { gsub(",", "", $4); print $4 }' "$EO_TMP/cg/valgrind.log"
 }
 
@@ -106,10 +123,15 @@ main() {
         "INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 1000) g;" \
         "SELECT eo_claim('warm-up');" | single >"$EO_TMP/cg/setup.log" 2>&1
     grep -q ERROR "$EO_TMP/cg/setup.log" && { cat "$EO_TMP/cg/setup.log" >&2; die "setup failed"; }
+    cp -a "$EO_TMP/cg/data" "$EO_TMP/cg/data.setup"
     for c in $CONTENDERS; do
         log "$c"
-        a=$(instructions "$c" $((base += 10000000)) "$N1")
-        b=$(instructions "$c" $((base += 10000000)) "$N2")
+        # (the keys' base is counted here, not inside $(...), whose
+        # assignments would not outlive it: every run gets keys of its own)
+        base=$((base + 10000000))
+        a=$(instructions "$c" "$base" "$N1")
+        base=$((base + 10000000))
+        b=$(instructions "$c" "$base" "$N2")
         PER[$c]=$(( (b - a) / (N2 - N1) ))
         echo "$c: ${PER[$c]} instructions per transaction"
     done
@@ -120,14 +142,16 @@ main() {
         echo "each transaction with the same one-row UPDATE; ($N2 - $N1) transactions counted."
         echo "speed = how many of the hand-written transactions' CPU one eo transaction's buys."
         echo
-        echo "| contender | instructions | above the floor |"
-        echo "|---|---|---|"
+        echo "| contender | instructions | above the floor | above the baseline (the claim's own) |"
+        echo "|---|---|---|---|"
         for c in $CONTENDERS; do
-            echo "| $c | ${PER[$c]} | $(( PER[$c] - ${PER[nothing]:-0} )) |"
+            echo "| $c | ${PER[$c]} | $(( PER[$c] - ${PER[nothing]:-0} )) | $(( PER[$c] - ${PER[baseline]:-0} )) |"
         done
         echo
         [ -n "${PER[hand_min]:-}" ] && [ -n "${PER[eo_noresult]:-}" ] &&
             echo "eo_noresult vs hand_min: $(python3 -c "print(f'{${PER[hand_min]}/${PER[eo_noresult]}:.3f}x')")"
+        [ -n "${PER[hand_min]:-}" ] && [ -n "${PER[eo_noresult_field]:-}" ] &&
+            echo "eo_noresult_field vs hand_min: $(python3 -c "print(f'{${PER[hand_min]}/${PER[eo_noresult_field]}:.3f}x')")"
         [ -n "${PER[hand]:-}" ] && [ -n "${PER[eo]:-}" ] &&
             echo "eo vs hand: $(python3 -c "print(f'{${PER[hand]}/${PER[eo]}:.3f}x')")"
     } | tee "$RESULTS/summary.md"
