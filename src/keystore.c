@@ -134,6 +134,7 @@ typedef struct KeyStore
 	SPIPlanPtr	gens_plan;		/* reads the registry */
 	int			ngens;
 	Generation	gens[EO_MAX_LIVE_GENERATIONS];	/* newest (current) first */
+	EoKsMode	mode;			/* of the last eo_ks_begin */
 } KeyStore;
 
 static KeyStore store;
@@ -443,6 +444,7 @@ eo_ks_begin(EoKsMode mode)
 
 	LockRelationOid(store.registry_relid,
 					mode == EO_KS_READ ? AccessShareLock : RowExclusiveLock);
+	store.mode = mode;
 
 	/*
 	 * A lock this transaction already holds is granted without looking at
@@ -568,8 +570,18 @@ static bool
 ks_fetch(Generation *g, text *key, int32 scope, Snapshot snapshot, EoKey *row,
 		 TransactionId *busy_xid)
 {
-	Relation	heap = table_open(g->relid, AccessShareLock);
-	Relation	index = index_open(g->key_index, AccessShareLock);
+	/*
+	 * In the current generation a writer takes the lock its insertion
+	 * will take (at once, or at commit for a deferred claim): one lock
+	 * each for the table and its index, not two.  Nothing waits for
+	 * ROW EXCLUSIVE on a generation (switching is decided on the
+	 * registry's lock), and a lookup that finds the key only holds it
+	 * a little longer than needed, to its transaction's end.
+	 */
+	LOCKMODE	lockmode = store.mode == EO_KS_WRITE && g == &store.gens[0] ?
+		RowExclusiveLock : AccessShareLock;
+	Relation	heap = table_open(g->relid, lockmode);
+	Relation	index = index_open(g->key_index, lockmode);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	IndexScanDesc scan;
 	ScanKeyData skey[2];
