@@ -28,6 +28,11 @@
 # /proc, by application_name).  A fresh nats-server (JetStream, own store)
 # and a fresh consumer database per run.
 #
+# Settings (environment): ROUNDS=3, SECS=12, PRODUCERS=2, PACED_RATE=200,
+# DRAIN_EVENTS=20000, POLL_MS=50, PAGE=500, CONTENDERS="eo hand pgq",
+# PHASES="saturation paced drain", EO_LINGER_MS=0 (eo_nats forward
+# --linger-ms).
+#
 # Usage, as root, from a clone: bash bench/nats.sh   (about 15 minutes)
 # Output: bench/results/nats-<timestamp>/summary.md and runs.csv.
 set -euo pipefail
@@ -45,6 +50,7 @@ PACED_RATE=${PACED_RATE:-200}
 DRAIN_EVENTS=${DRAIN_EVENTS:-20000}
 POLL_MS=${POLL_MS:-50}
 PAGE=${PAGE:-500}
+EO_LINGER_MS=${EO_LINGER_MS:-0}   # eo_nats forward --linger-ms (its default: 0)
 CONTENDERS=${CONTENDERS:-"eo hand pgq"}
 PHASES=${PHASES:-"saturation paced drain"}
 PIDS=()
@@ -127,7 +133,8 @@ start_pipeline() {
     case $c in
         eo)
             PGAPPNAME=relay start_bg "$PGBIN/eo_nats" forward --pg "$shop" --nats "$NATS" \
-                --outbox bo --group nats --stream S --max-events "$PAGE"
+                --outbox bo --group nats --stream S --max-events "$PAGE" \
+                --linger-ms "$EO_LINGER_MS"
             PGAPPNAME=consumer start_bg "$PGBIN/eo_nats" apply --pg "$inbox" --nats "$NATS" \
                 --stream S --durable c --scope nats --batch "$PAGE" --sql \
                 "INSERT INTO applied VALUES (\$1, (\$3 ->> 't')::timestamptz, \$5, clock_timestamp())"
