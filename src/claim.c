@@ -837,7 +837,26 @@ status_tuple(TupleDesc tupdesc, const EoKey *row)
 	return heap_form_tuple(tupdesc, values, nulls);
 }
 
-/* Returns the key's one row, or no row for a key eo does not know. */
+/*
+ * A claim or a change of the key sits in a prepared transaction: whether
+ * it happened is decided by COMMIT PREPARED or ROLLBACK PREPARED, which
+ * may be hours away.  State "in_doubt", nothing else: what that
+ * transaction wrote is not known to have happened.
+ */
+static HeapTuple
+in_doubt_tuple(TupleDesc tupdesc)
+{
+	Datum		values[8] = {0};
+	bool		nulls[8] = {false, true, true, true, true, true, true, true};
+
+	values[0] = CStringGetTextDatum("in_doubt");
+	return heap_form_tuple(tupdesc, values, nulls);
+}
+
+/*
+ * Returns the key's one row, no row for a key eo does not know, or a row
+ * saying it is in doubt.
+ */
 Datum
 eo_status(PG_FUNCTION_ARGS)
 {
@@ -852,6 +871,7 @@ eo_status(PG_FUNCTION_ARGS)
 		EoScope		scope;
 		EoKey		row;
 		bool		found;
+		bool		in_doubt;
 
 		funcctx = SRF_FIRSTCALL_INIT();
 		old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
@@ -862,12 +882,14 @@ eo_status(PG_FUNCTION_ARGS)
 		get_scope(fcinfo, 1, caller, &scope);
 		write_pending(key, scope.id, caller);
 		eo_ks_begin(EO_KS_READ);
-		found = eo_ks_find_settled(key, scope.id, &row);	/* waits for a claim in flight */
+		/* waits for a claim in flight, unless it is in a prepared transaction */
+		found = eo_ks_find_settled(key, scope.id, &row, &in_doubt);
 		if (found)
 			check_owner(&row, caller);
 
-		funcctx->user_fctx = found ? status_tuple(tupdesc, &row) : NULL;
-		funcctx->max_calls = found ? 1 : 0;
+		funcctx->user_fctx = in_doubt ? in_doubt_tuple(tupdesc) :
+			found ? status_tuple(tupdesc, &row) : NULL;
+		funcctx->max_calls = found || in_doubt ? 1 : 0;
 		MemoryContextSwitchTo(old);
 	}
 	funcctx = SRF_PERCALL_SETUP();

@@ -162,8 +162,10 @@ extern void eo_warn_failure(ErrorData *error, const char *what, const char *hint
 
 struct LOCKTAG;
 extern bool eo_lock_within(const struct LOCKTAG *tag, LOCKMODE mode, int timeout_ms);
+extern bool eo_lock_wait_within(const struct LOCKTAG *tag, LOCKMODE mode, int timeout_ms);
 extern char *eo_lock_blockers(const struct LOCKTAG *tag, LOCKMODE mode, Oid owner,
 							  bool *trusted);
+extern bool eo_lock_held_by_prepared(const struct LOCKTAG *tag, LOCKMODE mode);
 extern int	eo_cancel_doomed_waiters(const struct LOCKTAG *tag, LOCKMODE mode, Oid owner,
 									 const char *what);
 
@@ -249,7 +251,7 @@ extern void eo_ks_make_first_generation(void);
 extern void eo_ks_lock_key(const text *key, int32 scope);
 extern void eo_ks_unlock_key(const text *key, int32 scope);
 extern bool eo_ks_find(text *key, int32 scope, EoKey *row);
-extern bool eo_ks_find_settled(text *key, int32 scope, EoKey *row);
+extern bool eo_ks_find_settled(text *key, int32 scope, EoKey *row, bool *in_doubt);
 extern bool eo_ks_find_tombstone(text *key, int32 scope, EoKey *found);
 extern bool eo_ks_insert(EoKey *row);
 extern void eo_ks_insert_held(EoKey *row);

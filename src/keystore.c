@@ -42,6 +42,7 @@
 #include "access/htup_details.h"
 #include "access/skey.h"
 #include "access/table.h"
+#include "access/subtrans.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -60,6 +61,7 @@
 #include "nodes/primnodes.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
@@ -650,15 +652,103 @@ eo_ks_find(text *key, int32 scope, EoKey *row)
 }
 
 /*
+ * Wait until a lock on `tag` in `mode` is free, unless a prepared
+ * transaction holds it: false then, at once.  In steps of EO_LOCK_WAIT_MS,
+ * so that a holder that prepares while we wait is noticed.  With `keep`
+ * the lock is kept (the key lock, let go later by eo_ks_unlock_key),
+ * else only waited for (a transaction's lock).
+ */
+static bool
+ks_wait_unless_prepared(const LOCKTAG *tag, LOCKMODE mode, bool keep)
+{
+	TimestampTz start = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		int			step = EO_LOCK_WAIT_MS;
+
+		/* the caller's lock_timeout bounds the whole wait, as for one lock */
+		if (LockTimeout > 0)
+		{
+			long		left = LockTimeout -
+				TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
+
+			if (left <= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("canceling statement due to lock timeout"),
+						 errdetail("eo_status waited for a transaction that is claiming or changing the key.")));
+			step = Min(step, (int) left);
+		}
+		/* a lock it waited for is the transaction's, so keep takes it anew */
+		if (eo_lock_wait_within(tag, mode, step) &&
+			(!keep || LockAcquire(tag, mode, false, true) != LOCKACQUIRE_NOT_AVAIL))
+			return true;
+		if (eo_lock_held_by_prepared(tag, mode))
+			return false;
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Wait for transaction `xid`, which is writing a row we found; false if it
+ * is a prepared one and `in_doubt` is not NULL (the caller will not wait
+ * for it), having set *in_doubt.
+ */
+static bool
+ks_wait_for_writer(TransactionId xid, bool *in_doubt)
+{
+	LOCKTAG		tag;
+
+	if (in_doubt == NULL)
+	{
+		XactLockTableWait(xid, NULL, NULL, XLTW_None);
+		return true;
+	}
+	/*
+	 * The top-level transaction's lock: a subtransaction's is let go at its
+	 * commit, and waiting on it would return at once while the row stays
+	 * busy (XactLockTableWait walks up for the same reason).  `xid` was in
+	 * progress after this statement's snapshot was taken, so pg_subtrans
+	 * still knows it.
+	 */
+	SET_LOCKTAG_TRANSACTION(tag, SubTransGetTopmostTransaction(xid));
+	if (ks_wait_unless_prepared(&tag, ShareLock, false))
+		return true;
+	*in_doubt = true;
+	return false;
+}
+
+/* The key lock, waiting for it, or (with `in_doubt`) not for a prepared holder. */
+static bool
+ks_lock_key_for(const text *key, int32 scope, bool *in_doubt)
+{
+	LOCKTAG		tag;
+
+	if (in_doubt == NULL)
+	{
+		eo_ks_lock_key(key, scope);
+		return true;
+	}
+	ks_key_locktag(&tag, key, scope);
+	if (ks_wait_unless_prepared(&tag, ExclusiveLock, true))
+		return true;
+	*in_doubt = true;
+	return false;
+}
+
+/*
  * Like eo_ks_find, but a version that another transaction is writing is
  * waited for (as a unique index makes an inserter wait) and the lookup
  * starts again.  Used by inserters of new keys, under the key lock, which
  * is let go while waiting: the writer may want it (to claim its own key
  * again in the same transaction, which finds its row only after taking
- * the lock), and holding it would deadlock.
+ * the lock), and holding it would deadlock.  With `in_doubt` not NULL
+ * (eo_status), a prepared writer is not waited for: false, *in_doubt
+ * set, the key lock not held.
  */
 static bool
-ks_find_settled(text *key, int32 scope, EoKey *row)
+ks_find_settled(text *key, int32 scope, EoKey *row, bool *in_doubt)
 {
 	for (;;)
 	{
@@ -677,9 +767,11 @@ ks_find_settled(text *key, int32 scope, EoKey *row)
 			return true;
 		}
 		eo_ks_unlock_key(key, scope);
-		XactLockTableWait(busy, NULL, NULL, XLTW_None);
+		if (!ks_wait_for_writer(busy, in_doubt))
+			return false;
 		CHECK_FOR_INTERRUPTS();
-		eo_ks_lock_key(key, scope);
+		if (!ks_lock_key_for(key, scope, in_doubt))
+			return false;
 	}
 }
 
@@ -689,19 +781,25 @@ ks_find_settled(text *key, int32 scope, EoKey *row)
  * (its row goes in at commit, pending.c), and one that changed a row has
  * it as its writer; both are waited for.  What eo_status answers, so that
  * a client that lost its connection during COMMIT never hears "no row"
- * for a claim whose commit is still running.  (On a standby no claim is in
- * flight: the primary's locks are not there.)
+ * for a claim whose commit is still running.  Not a prepared transaction:
+ * its outcome may be hours away (a coordinator that is gone), so eo
+ * answers false with *in_doubt set, the key's fate unknown until COMMIT
+ * PREPARED or ROLLBACK PREPARED.  (On a standby no claim is in flight:
+ * the primary's locks are not there.)
  */
 bool
-eo_ks_find_settled(text *key, int32 scope, EoKey *row)
+eo_ks_find_settled(text *key, int32 scope, EoKey *row, bool *in_doubt)
 {
 	bool		found;
 
+	*in_doubt = false;
 	if (RecoveryInProgress())
 		return eo_ks_find(key, scope, row);
-	eo_ks_lock_key(key, scope);
-	found = ks_find_settled(key, scope, row);
-	eo_ks_unlock_key(key, scope);
+	if (!ks_lock_key_for(key, scope, in_doubt))
+		return false;
+	found = ks_find_settled(key, scope, row, in_doubt);
+	if (!*in_doubt)
+		eo_ks_unlock_key(key, scope);
 	return found;
 }
 
@@ -867,7 +965,7 @@ eo_ks_insert(EoKey *row)
 	bool		inserted = false;
 
 	eo_ks_lock_key(row->key, row->scope);
-	if (!ks_find_settled(row->key, row->scope, &found))
+	if (!ks_find_settled(row->key, row->scope, &found, NULL))
 	{
 		ks_insert_row(&store.gens[0], row);
 		inserted = true;
@@ -937,7 +1035,7 @@ EoKsClaim
 eo_ks_claim(EoKey *row, EoKey *found, bool defer)
 {
 	eo_ks_lock_key(row->key, row->scope);
-	if (ks_find_settled(row->key, row->scope, found) || ks_find_tombstone(row, found))
+	if (ks_find_settled(row->key, row->scope, found, NULL) || ks_find_tombstone(row, found))
 	{
 		eo_ks_unlock_key(row->key, row->scope);
 		return EO_KS_FOUND;

@@ -37,13 +37,14 @@
 #include "eo.h"
 
 /*
- * Take `mode` on `tag` for the rest of the transaction, waiting at most
- * `timeout_ms` (0: not at all).  False if it was not had in time; the
- * transaction is then as it was.  While it waits, requests that conflict
- * with `mode` queue behind it: the bound is also how long they may wait.
+ * Take `mode` on `tag` waiting at most `timeout_ms` (0: not at all), and
+ * keep it for the rest of the transaction or (!keep) let it go at once.
+ * False if it was not had in time; the transaction is then as it was.
+ * While it waits, requests that conflict with `mode` queue behind it: the
+ * bound is also how long they may wait.
  */
-bool
-eo_lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms)
+static bool
+lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms, bool keep)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -56,6 +57,8 @@ eo_lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms)
 		/* as LockDatabaseObject: see what the holder we waited for did */
 		if (got == LOCKACQUIRE_OK)
 			AcceptInvalidationMessages();
+		if (!keep)
+			LockRelease(tag, mode, false);
 		return true;
 	}
 	if (timeout_ms <= 0)
@@ -72,6 +75,9 @@ eo_lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms)
 								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		(void) LockAcquire(tag, mode, false, false);
 		AcceptInvalidationMessages();
+		/* (released here, by the subtransaction's resource owner, which holds it) */
+		if (!keep)
+			LockRelease(tag, mode, false);
 		AtEOXact_GUC(true, nest);
 		ReleaseCurrentSubTransaction();
 	}
@@ -92,6 +98,26 @@ eo_lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms)
 	MemoryContextSwitchTo(cxt);
 	CurrentResourceOwner = owner;
 	return locked;
+}
+
+/* Take `mode` on `tag` for the rest of the transaction, waiting at most `timeout_ms`. */
+bool
+eo_lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms)
+{
+	return lock_within(tag, mode, timeout_ms, true);
+}
+
+/*
+ * Wait at most `timeout_ms` until `mode` on `tag` could be had, without
+ * keeping it: true if it could.  (A lock taken in the subtransaction of a
+ * timed wait belongs to the transaction's resource owner afterwards, not
+ * to the caller's, so a caller that wants to let it go later takes it
+ * again itself once this says it is free.)
+ */
+bool
+eo_lock_wait_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms)
+{
+	return lock_within(tag, mode, timeout_ms, false);
 }
 
 /* Does a lock held with `mask`, or awaited in `waits`, conflict with `mode`? */
@@ -160,6 +186,26 @@ blockers(const LOCKTAG *tag, LOCKMODE mode, Oid owner)
 		result = lappend(result, b);
 	}
 	return result;
+}
+
+/*
+ * Does a prepared transaction hold a lock on `tag` that conflicts with
+ * `mode`?  Then a wait for it lasts until COMMIT PREPARED or ROLLBACK
+ * PREPARED, which may be hours if its coordinator is gone.
+ */
+bool
+eo_lock_held_by_prepared(const LOCKTAG *tag, LOCKMODE mode)
+{
+	ListCell   *lc;
+
+	foreach(lc, blockers(tag, mode, InvalidOid))
+	{
+		Blocker    *b = lfirst(lc);
+
+		if (b->pid == 0 && !b->waiting)
+			return true;
+	}
+	return false;
 }
 
 /*
