@@ -11,8 +11,11 @@
 -- release_on_disconnect), so a relay that found the rest leased fetches
 -- again as soon as it can be taken over; and once the bell rang it
 -- sleeps `linger` more (not past the timeout), so that a page can fill:
--- fewer, fuller fetches at low rates, for that much more latency.  A
--- second function next to the 0.1.0 one, whose grants stay as they are.
+-- fewer, fuller fetches at low rates, for that much more latency.  Like
+-- the 0.1.0 one since 0.3.0, it comes back at once if the last fetch may
+-- have left events behind, so a relay can wait right after acknowledging
+-- a page that was not full.  A second function next to the 0.1.0 one,
+-- whose grants stay as they are.
 CREATE FUNCTION @extschema@.eo_relay_wait(
     outbox pg_catalog.text,
     timeout pg_catalog.interval,
@@ -22,3 +25,17 @@ RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'eo_relay_wait'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.eo_relay_wait(pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.interval) FROM PUBLIC;
+
+-- eo_relay_ack_pages(outbox, consumer_group, lease_tokens): the pages of
+-- several tokens (one fetch of several slots) acknowledged whole in one
+-- call, all or nothing, with the rights eo_relay_ack needs.  Its own name:
+-- an overload of eo_relay_ack would make a call with an untyped third
+-- argument ambiguous.
+CREATE FUNCTION @extschema@.eo_relay_ack_pages(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    lease_tokens pg_catalog.int8[])
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'eo_relay_ack_pages'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack_pages(pg_catalog.text, pg_catalog.text, pg_catalog.int8[]) FROM PUBLIC;

@@ -227,6 +227,46 @@ SELECT eo_test_try($$SELECT eo_relay_status('orders', 'nope')$$);
 SELECT eo_group_drop('orders', 'wide');
 DROP TABLE wide;
 
+-- eo_relay_ack_pages: the pages of several tokens (one fetch of several
+-- slots) acknowledged whole in one call, all or nothing; a token given
+-- again counts nothing, as a retried eo_relay_ack.
+SELECT eo_group_create('orders', 'pages');
+SELECT count(eo_emit('orders', 'order', 'p' || i, 'Paged', '{}')) AS emitted
+FROM generate_series(1, 8) i;
+CREATE TABLE pages AS SELECT * FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
+SELECT count(*) = (SELECT count(*) FROM orders) AS every_event, count(DISTINCT lease_token) AS tokens
+FROM pages;
+SELECT eo_test_try(format('SELECT eo_relay_ack_pages(''orders'', ''pages'', %L)',
+                          (SELECT array_agg(DISTINCT lease_token) || (max(lease_token) + 1000) FROM pages)));
+SELECT count(*) AS pages_still_out FROM eo_internal.eo_outbox_slots
+WHERE grp = 'pages' AND page_state = 'o';
+-- one token per event: each page counted once
+SELECT eo_relay_ack_pages('orders', 'pages', (SELECT array_agg(lease_token) FROM pages))
+       = (SELECT count(*) FROM pages) AS all_acked;
+SELECT eo_relay_ack_pages('orders', 'pages', (SELECT array_agg(DISTINCT lease_token) FROM pages)) AS again;
+SELECT eo_relay_ack_pages('orders', 'pages', '{}') AS none;
+SELECT eo_test_try($$SELECT eo_relay_ack_pages('orders', 'pages', NULL)$$);
+SELECT eo_test_try($$SELECT eo_relay_ack_pages('orders', 'pages', '{1,NULL}')$$);
+SELECT eo_test_try($$SELECT eo_relay_ack_pages('orders', 'nope', '{1}')$$);
+
+-- eo_relay_wait right after acknowledging a page: at once (true) if the
+-- fetch may have left events behind (its page stopped at max_events),
+-- else asleep until its timeout (false here: nothing committed since).
+SELECT count(eo_emit('orders', 'order', 'w' || i, 'Waited', '{}')) AS emitted
+FROM generate_series(1, 3) i;
+SELECT lease_token AS w1 FROM eo_relay_fetch('orders', 'pages', 1, '1 minute', 4, false) \gset
+SELECT eo_relay_ack('orders', 'pages', :w1);
+SELECT eo_relay_wait('orders', '5 s', 'pages', '0') AS fetch_again;
+SELECT drain('pages') AS the_other_two;
+-- every slot caught up; new events in two slots, fetched and acknowledged
+SELECT count(eo_emit('orders', 'order', a, 'Waited', '{}')) AS emitted
+FROM (VALUES ('o1'), ('o2')) v(a);
+SELECT eo_relay_ack_pages('orders', 'pages', array_agg(DISTINCT lease_token)) AS acked
+FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
+SELECT eo_relay_wait('orders', '200 ms', 'pages', '0') AS fetch_again;
+SELECT eo_group_drop('orders', 'pages');
+DROP TABLE pages;
+
 -- A token this group never issued.
 SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''billing'', %s)', :t5 + 1000));
 SELECT eo_test_try(format('SELECT eo_relay_ack(''orders'', ''audit'', %s)', :t5));

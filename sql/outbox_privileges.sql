@@ -38,7 +38,8 @@ GRANT EXECUTE ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb)
 GRANT INSERT ON TABLE priv TO regress_eo_app;
 -- The relay.
 GRANT EXECUTE ON FUNCTION eo_relay_fetch(text, text, int, interval),
-                          eo_relay_ack(text, text, bigint)
+                          eo_relay_ack(text, text, bigint),
+                          eo_relay_ack_pages(text, text, bigint[])
     TO regress_eo_relay, regress_eo_app;
 GRANT SELECT ON TABLE priv TO regress_eo_relay;
 
@@ -49,6 +50,7 @@ VALUES ('order', 'o1', 'Paid', '{"by": "insert"}');
 -- a producer cannot read the events, nor consume them
 SELECT eo_test_try('SELECT count(*) FROM priv');
 SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv', 'g')$$);
+SELECT eo_test_try($$SELECT eo_relay_ack_pages('priv', 'g', '{1}')$$);
 SELECT eo_test_try('SELECT count(*) FROM eo_internal.eo_outbox_slots');
 SELECT eo_test_try($$UPDATE eo_internal.eo_outbox_slots SET pos_lo = 0$$);
 -- nor administer outboxes
@@ -72,6 +74,7 @@ SET search_path = pg_temp, public;
 CREATE TEMP TABLE got AS SELECT * FROM eo_relay_fetch('priv', 'g');
 SELECT aggregateid, type, payload FROM got ORDER BY seq;
 SELECT eo_relay_ack('priv', 'g', (SELECT max(lease_token) FROM got));
+SELECT eo_relay_ack_pages('priv', 'g', (SELECT array_agg(lease_token) FROM got)) AS acked_again;
 RESET search_path;
 SELECT aggregateid, type, payload FROM public.eo_relay_fetch('priv', 'g');
 SELECT eo_test_try($$SELECT eo_emit('priv', 'order', 'o3', 'Created', '{}')$$);
@@ -92,6 +95,7 @@ SELECT eo_outbox_drop('priv2');
 REVOKE ALL ON FUNCTION eo_emit(text, text, text, text, jsonb, jsonb)
     FROM regress_eo_app, regress_eo_nobody;
 REVOKE ALL ON FUNCTION eo_relay_fetch(text, text, int, interval),
-                       eo_relay_ack(text, text, bigint)
+                       eo_relay_ack(text, text, bigint),
+                       eo_relay_ack_pages(text, text, bigint[])
     FROM regress_eo_relay, regress_eo_app;
 DROP ROLE regress_eo_app, regress_eo_relay, regress_eo_nobody;

@@ -22,7 +22,7 @@ WHERE d.classid = 'pg_proc'::regclass
   AND d.refclassid = 'pg_extension'::regclass
   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')
   AND d.deptype = 'e'
-ORDER BY p.proname;
+ORDER BY p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid) COLLATE "C";
 
 -- Every table and sequence of the extension: no privilege for PUBLIC or
 -- any role other than the owner, but for the metrics views (below).

@@ -155,10 +155,12 @@ free_entry_plans(EoOutbox *ob)
 	eo_free_plan_later(ob->page_plan);
 	eo_free_plan_later(ob->old_plan);
 	eo_free_plan_later(ob->probe_plan);
+	eo_free_plan_later(ob->pages_plan);
 	ob->emit_plan = NULL;
 	ob->page_plan = NULL;
 	ob->old_plan = NULL;
 	ob->probe_plan = NULL;
+	ob->pages_plan = NULL;
 }
 
 static void

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * outbox_relay.c
  *	  Consumer groups of an outbox: eo_group_create / eo_group_drop, and
- *	  the relay API eo_relay_fetch / eo_relay_ack / eo_relay_extend /
+ *	  the relay API eo_relay_fetch / eo_relay_ack (_pages) / eo_relay_extend /
  *	  eo_relay_release, plus the numbers behind the eo_outbox_status view.
  *
  * Slots.  A group is split into the outbox's N slots (an event's slot is
@@ -77,12 +77,14 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -92,13 +94,16 @@
 #include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/xid8.h"
 
+#include "compat.h"
 #include "eo.h"
 #include "outbox.h"
 
@@ -106,6 +111,7 @@ PG_FUNCTION_INFO_V1(eo_group_create);
 PG_FUNCTION_INFO_V1(eo_group_drop);
 PG_FUNCTION_INFO_V1(eo_relay_fetch);
 PG_FUNCTION_INFO_V1(eo_relay_ack);
+PG_FUNCTION_INFO_V1(eo_relay_ack_pages);
 PG_FUNCTION_INFO_V1(eo_relay_extend);
 PG_FUNCTION_INFO_V1(eo_relay_release);
 PG_FUNCTION_INFO_V1(eo_relay_wait);
@@ -161,6 +167,7 @@ typedef struct Slot
 	int64		acked_events;
 	int64		redelivered_events;
 	int32		holder_pid;		/* the backend that took the lease; 0 if none */
+	ItemPointerData tid;		/* the version locked (invalid: not locked) */
 } Slot;
 
 /*
@@ -234,7 +241,9 @@ typedef struct RelayPlans
 	SPIPlanPtr	candidates;
 	SPIPlanPtr	lock;
 	SPIPlanPtr	by_token;
+	SPIPlanPtr	by_tokens;
 	SPIPlanPtr	update;
+	SPIPlanPtr	lock_many;
 	SPIPlanPtr	cut;
 	SPIPlanPtr	group_tokens;
 } RelayPlans;
@@ -278,9 +287,14 @@ prepare_plans(void)
 	Oid			group_types[2] = {TEXTOID, TEXTOID};
 	Oid			lock_types[6] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID};
 	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
+	Oid			tokens_types[3] = {TEXTOID, TEXTOID, INT8ARRAYOID};
 	Oid			update_types[SLOT_NCOLS];
 	char	   *cols = eo_columns_list(slot_columns, SLOT_NCOLS);
+	/* a slot locked is written in place: its version's ctid comes last */
+	char	   *locked_cols = psprintf("%s, ctid", cols);
 	Oid			cut_types[1] = {REGCLASSOID};
+	Oid			lock_many_types[6] = {TEXTOID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID,
+	TIMESTAMPTZARRAYOID, INT4ARRAYOID};
 
 	if (plans.ready)
 		return;
@@ -304,12 +318,17 @@ prepare_plans(void)
 										  " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
 										  " AND coalesce(lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) $5"
 										  " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
-										  " FOR UPDATE SKIP LOCKED", cols),
+										  " FOR UPDATE SKIP LOCKED", locked_cols),
 								 6, lock_types);
 	plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
 											  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-											  " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", cols),
+											  " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", locked_cols),
 									 3, token_types);
+	plans.by_tokens = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+											   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
+											   " AND lease_token OPERATOR(pg_catalog.=) ANY ($3)"
+											   " ORDER BY slot FOR UPDATE", locked_cols),
+									  3, tokens_types);
 	plans.update = eo_prepare_kept(psprintf("UPDATE eo_internal.eo_outbox_slots SET %s"
 											" WHERE outbox OPERATOR(pg_catalog.=) $%d"
 											" AND grp OPERATOR(pg_catalog.=) $%d"
@@ -317,6 +336,19 @@ prepare_plans(void)
 											eo_columns_set_list(slot_columns, SLOT_NCOLS, slot_written),
 											SC_OUTBOX, SC_GRP, SC_SLOT),
 								   SLOT_NCOLS, update_types);
+
+	/* Several slots locked at once, lock's test for each. */
+	plans.lock_many = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s,"
+											   " ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
+											   "  pg_catalog.unnest($5), pg_catalog.unnest($6)) WITH ORDINALITY"
+											   "  AS c(c_slot, c_token, c_expires, c_pid, c_ord)"
+											   " WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND s.grp OPERATOR(pg_catalog.=) $2"
+											   " AND s.slot OPERATOR(pg_catalog.=) c.c_slot"
+											   " AND coalesce(s.lease_token, 0) OPERATOR(pg_catalog.=) c.c_token"
+											   " AND coalesce(s.lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) c.c_expires"
+											   " AND coalesce(s.holder_pid, 0) OPERATOR(pg_catalog.=) c.c_pid"
+											   " ORDER BY c.c_ord FOR UPDATE OF s SKIP LOCKED", locked_cols),
+									  6, lock_many_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -391,6 +423,13 @@ as_caller(EoRelayCall *call, EoIdentity *owner)
 }
 
 /*
+ * What a page statement returns of each event (%s: the slot expression),
+ * the columns of eo_relay_fetch after lease_token: check_page_columns.
+ */
+#define PAGE_COLUMNS \
+	"%s, e.seq, e.id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at"
+
+/*
  * The page statement: it names the outbox's view in eo_internal, so it is
  * prepared as the owner (eo_relay_begin switched), and run as the caller.
  */
@@ -405,8 +444,7 @@ prepare_page_plan(EoOutbox *ob)
 	slot = eo_ob_slot_expr(ob, "e");
 
 	ob->page_plan = eo_prepare_kept(psprintf(
-										   "SELECT %s, e.seq, e.id, e.aggregatetype, e.aggregateid, e.type,"
-										   " e.payload, e.headers, e.created_at FROM %s e"
+										   "SELECT " PAGE_COLUMNS " FROM %s e"
 										   " WHERE %s OPERATOR(pg_catalog.=) $1"
 										   " AND e.seq OPERATOR(pg_catalog.>) $2 AND e.seq OPERATOR(pg_catalog.<=) $3"
 										   " AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, $4)"
@@ -535,22 +573,23 @@ read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 	s->redelivered_events = DatumGetInt64(column(tup, desc, SC_REDELIVERED_EVENTS, &isnull));
 	d = column(tup, desc, SC_HOLDER_PID, &isnull);
 	s->holder_pid = isnull ? 0 : DatumGetInt32(d);
+	ItemPointerSetInvalid(&s->tid);
+	if (desc->natts > SLOT_NCOLS)
+		s->tid = *DatumGetItemPointer(column(tup, desc, SLOT_NCOLS + 1, &isnull));
 }
 
 /* Values by column position, for the UPDATE (a parameter per column). */
 #define PARAM(col, value, isnull) \
 	(values[(col) - 1] = (value), nulls[(col) - 1] = (isnull) ? 'n' : ' ')
 
+/* Slot s's row by column position, as the UPDATEs take it. */
 static void
-write_slot(const char *outbox, const char *grp, const Slot *s)
+slot_values(const char *outbox, const char *grp, const Slot *s, Datum *values, char *nulls)
 {
-	Datum		values[SLOT_NCOLS];
-	char		nulls[SLOT_NCOLS];
 	Datum		xids[HIST];
 	Datum		seqs[HIST];
-	int			rc;
 
-	memset(nulls, 'n', sizeof(nulls));	/* the columns not written */
+	memset(nulls, 'n', sizeof(char) * SLOT_NCOLS);	/* the columns not written */
 	for (int i = 0; i < s->nhist; i++)
 	{
 		xids[i] = FullTransactionIdGetDatum(s->hist_xid[i]);
@@ -584,10 +623,122 @@ write_slot(const char *outbox, const char *grp, const Slot *s)
 	PARAM(SC_ACKED_EVENTS, Int64GetDatum(s->acked_events), false);
 	PARAM(SC_REDELIVERED_EVENTS, Int64GetDatum(s->redelivered_events), false);
 	PARAM(SC_HOLDER_PID, Int32GetDatum(s->holder_pid), !s->leased || s->holder_pid == 0);
+}
 
+/* Where column i of SLOT_COLUMNS is in eo_outbox_slots (rel), checked. */
+static AttrNumber
+slot_attnum(Relation rel, int i)
+{
+	static Oid	relid = InvalidOid;
+	static int	natts = 0;
+	static AttrNumber attnums[SLOT_NCOLS];
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (relid != RelationGetRelid(rel) || natts != desc->natts)
+	{
+		for (int j = 0; j < SLOT_NCOLS; j++)
+		{
+			AttrNumber	att = get_attnum(RelationGetRelid(rel), slot_columns[j].name);
+
+			if (att <= 0 || att > desc->natts ||
+				TupleDescAttr(desc, att - 1)->atttypid != slot_columns[j].type)
+				elog(ERROR, "eo: eo_outbox_slots has no column \"%s\" of type %s",
+					 slot_columns[j].name, format_type_be(slot_columns[j].type));
+			attnums[j] = att;
+		}
+		relid = RelationGetRelid(rel);
+		natts = desc->natts;
+	}
+	return attnums[i];
+}
+
+/*
+ * The new version of a slot's row, in place of the one at s->tid that
+ * this transaction locked, without the executor: the stored version with
+ * the columns write_slot writes replaced (found by name, so a table that
+ * an update gave another column order is written right), then the
+ * indexes if the update was not HOT, and the command counter moved on as
+ * after a statement.  eo_outbox_slots has no trigger or rule that a
+ * statement would run (only the extension owner could add one; the
+ * CHECK of page_state holds for the values written here).  An UPDATE
+ * statement and its executor start were most of what a slot cost a
+ * fetch and an acknowledgement.
+ */
+static void
+write_slot_in_place(const Slot *s, const Datum *values, const char *nulls)
+{
+	Relation	rel = table_open(get_relname_relid("eo_outbox_slots", eo_catalog()->schema),
+								 RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	EState	   *estate = CreateExecutorState();
+	TupleTableSlot *old = table_slot_create(rel, NULL);
+	TupleTableSlot *new = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	ItemPointerData tid = s->tid;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	EoUpdateIndexes update_indexes;
+	TM_Result	result;
+
+	if (!table_tuple_fetch_row_version(rel, &tid, SnapshotAny, old))
+		elog(ERROR, "eo: the locked row of slot %d is gone", s->slot);
+	slot_getallattrs(old);
+	ExecClearTuple(new);
+	memcpy(new->tts_values, old->tts_values, sizeof(Datum) * desc->natts);
+	memcpy(new->tts_isnull, old->tts_isnull, sizeof(bool) * desc->natts);
+	for (int i = 0; i < SLOT_NCOLS; i++)
+	{
+		AttrNumber	att = slot_attnum(rel, i);
+
+		if (!slot_written[i])
+			continue;
+		new->tts_values[att - 1] = values[i];
+		new->tts_isnull[att - 1] = nulls[i] == 'n';
+	}
+	ExecStoreVirtualTuple(new);
+	result = table_tuple_update(rel, &tid, new, GetCurrentCommandId(true), InvalidSnapshot,
+								InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+	if (result != TM_Ok)
+		elog(ERROR, "eo: unexpected result %d writing the locked row of slot %d", (int) result, s->slot);
+	if (EO_UPDATE_NEEDS_INDEXES(update_indexes))
+	{
+		ResultRelInfo *rri = makeNode(ResultRelInfo);
+
+		InitResultRelInfo(rri, rel, 0, NULL, 0);
+		ExecOpenIndices(rri, false);
+		eo_insert_index_tuples(rri, new, estate, EO_UPDATE_ONLY_SUMMARIZING(update_indexes));
+		ExecCloseIndices(rri);
+	}
+	ExecDropSingleTupleTableSlot(old);
+	ExecDropSingleTupleTableSlot(new);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	CommandCounterIncrement();
+}
+
+static void
+write_slot(const char *outbox, const char *grp, const Slot *s)
+{
+	Datum		values[SLOT_NCOLS];
+	char		nulls[SLOT_NCOLS];
+	int			rc;
+
+	slot_values(outbox, grp, s, values, nulls);
+	if (ItemPointerIsValid(&s->tid))
+	{
+		write_slot_in_place(s, values, nulls);
+		return;
+	}
 	rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "eo: slot update failed: %s", SPI_result_code_string(rc));
+}
+
+/* The rows of n slots, each locked. */
+static void
+write_slots(const char *outbox, const char *grp, const Slot *slots, int n)
+{
+	for (int i = 0; i < n; i++)
+		write_slot(outbox, grp, &slots[i]);
 }
 
 /*
@@ -653,6 +804,47 @@ lock_slot(EoOutbox *ob, const char *grp, const Slot *c, Slot *s)
 	read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
 	eo_cluster_check_slot(s->sysid, ob->name);
 	return true;
+}
+
+/*
+ * Lock the n slots c[] whose leases are still as read (lock_slot's test
+ * for each, in one statement): those locked into s[], in c's order.
+ * Returns how many.
+ */
+static int
+lock_slots(EoOutbox *ob, const char *grp, const Slot *c, int n, Slot *s)
+{
+	Datum	   *slots = palloc(sizeof(Datum) * n);
+	Datum	   *tokens = palloc(sizeof(Datum) * n);
+	Datum	   *expires = palloc(sizeof(Datum) * n);
+	Datum	   *pids = palloc(sizeof(Datum) * n);
+	Datum		values[6];
+	int			rc;
+
+	for (int i = 0; i < n; i++)
+	{
+		slots[i] = Int32GetDatum(c[i].slot);
+		tokens[i] = Int64GetDatum(c[i].has_token ? c[i].lease_token : 0);
+		expires[i] = TimestampTzGetDatum(c[i].leased ? c[i].lease_expires_at : DT_NOBEGIN);
+		pids[i] = Int32GetDatum(c[i].holder_pid);
+	}
+	values[0] = CStringGetTextDatum(ob->name);
+	values[1] = CStringGetTextDatum(grp);
+	values[2] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	values[3] = PointerGetDatum(construct_array(tokens, n, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[4] = PointerGetDatum(construct_array(expires, n, TIMESTAMPTZOID, sizeof(TimestampTz),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[5] = PointerGetDatum(construct_array(pids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	rc = SPI_execute_plan(plans.lock_many, values, NULL, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "eo: slot lock failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
+		eo_cluster_check_slot(s[i].sysid, ob->name);
+	}
+	return (int) SPI_processed;
 }
 
 /* The highest token the group's slots hold (0 if none). */
@@ -811,20 +1003,26 @@ page_receive(TupleTableSlot *slot, DestReceiver *self)
  * are, so the page statement must yield exactly those types.
  */
 static void
-page_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+check_page_columns(TupleDesc typeinfo, int first)
 {
 	static const Oid types[9] = {INT4OID, INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID,
 	JSONBOID, JSONBOID, TIMESTAMPTZOID};
 
-	if (typeinfo->natts != lengthof(types))
+	if (typeinfo->natts != first + lengthof(types))
 		elog(ERROR, "eo: the page statement returns %d columns", typeinfo->natts);
 	for (int i = 0; i < lengthof(types); i++)
-		if (TupleDescAttr(typeinfo, i)->atttypid != types[i])
+		if (TupleDescAttr(typeinfo, first + i)->atttypid != types[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column %d of the outbox page has type %s, not %s", i + 1,
-							format_type_be(TupleDescAttr(typeinfo, i)->atttypid),
+							format_type_be(TupleDescAttr(typeinfo, first + i)->atttypid),
 							format_type_be(types[i]))));
+}
+
+static void
+page_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	check_page_columns(typeinfo, 0);
 }
 
 static void
@@ -928,8 +1126,7 @@ run_old_page(EoRelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
 		char	   *slot = eo_ob_slot_expr(call->ob, "e");
 
 		call->ob->old_plan = eo_prepare_kept(psprintf(
-													"SELECT %s, e.seq, e.id, e.aggregatetype, e.aggregateid, e.type,"
-													" e.payload, e.headers, e.created_at FROM %s e"
+													"SELECT " PAGE_COLUMNS " FROM %s e"
 													" WHERE %s OPERATOR(pg_catalog.=) $1"
 													" AND e.seq OPERATOR(pg_catalog.>) $2 AND e.seq OPERATOR(pg_catalog.<=) $3"
 													" AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, $4)"
@@ -1121,18 +1318,54 @@ probe_slots(EoRelayCall *call, const Slot *c, int n, TimestampTz now, bool *work
 }
 
 /*
+ * Slot s handed out a page of count events (none: nothing was left),
+ * the last with seq last_seq, more of them behind it if `more`, under
+ * lease token `token`: its page and lease columns.
+ */
+static void
+record_page(Slot *s, int32 count, int64 last_seq, bool more, int64 token, TimestampTz now,
+			int64 lease_usecs, bool session_lease)
+{
+	s->has_fetched = true;
+	s->fetched_at = now;
+	if (count > 0)
+	{
+		/* A page not acknowledged comes back first, same events first. */
+		if (s->page_state == PAGE_OUT || s->page_state == PAGE_RELEASED)
+			s->redelivered_events += Min(count, s->page_count);
+		s->fetched_events += count;
+		s->page_state = PAGE_OUT;
+		s->page_end = last_seq;
+		s->page_last = !more;
+		s->page_count = count;
+		s->has_token = true;
+		s->lease_token = token;
+		s->leased = true;
+		s->lease_expires_at = now + lease_usecs;
+		s->holder_pid = session_lease ? MyProcPid : 0;
+	}
+	else if (s->page_state == PAGE_OUT)
+		s->page_state = PAGE_RELEASED;	/* an expired lease, nothing left */
+}
+
+/*
  * Serve the locked slot s: its next page into the result (true), or
  * nothing if it has nothing left; its row is written either way.
+ * *complete says whether the slot is left with nothing that committed
+ * before this fetch's snapshots: only a batch started now, after the
+ * doorbell was read, and handed out to its end is (one that began in an
+ * earlier fetch ends at that fetch's snapshot).
  */
 static bool
 serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 lease_usecs,
-		   bool session_lease)
+		   bool session_lease, bool *complete)
 {
 	EoOutbox   *ob = call->ob;
 	Cut			cut;
 	bool		served;
 
 	CHECK_FOR_INTERRUPTS();
+	*complete = false;
 	s->page_old = s->has_old && serve_old(call, s, r);
 	if (s->page_old)
 		served = true;
@@ -1149,29 +1382,259 @@ serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 l
 		 */
 		take_cut(ob, &cut);
 		served = start_batch(call, s, &cut, r);
+		*complete = !served || !r->more;
 	}
-	s->has_fetched = true;
-	s->fetched_at = now;
-	if (served)
-	{
-		/* A page not acknowledged comes back first, same events first. */
-		if (s->page_state == PAGE_OUT || s->page_state == PAGE_RELEASED)
-			s->redelivered_events += Min(r->count, s->page_count);
-		s->fetched_events += r->count;
-		s->page_state = PAGE_OUT;
-		s->page_end = r->last_seq;
-		s->page_last = !r->more;
-		s->page_count = r->count;
-		s->has_token = true;
-		s->lease_token = r->token;
-		s->leased = true;
-		s->lease_expires_at = now + lease_usecs;
-		s->holder_pid = session_lease ? MyProcPid : 0;
-	}
-	else if (s->page_state == PAGE_OUT)
-		s->page_state = PAGE_RELEASED;	/* an expired lease, nothing left */
+	record_page(s, served ? r->count : 0, r->last_seq, r->more, r->token, now, lease_usecs,
+				session_lease);
 	write_slot(ob->name, call->grp, s);
 	return served;
+}
+
+/* ---- several slots served at once ---- */
+
+/* What one slot of a fetch served together got. */
+typedef struct SlotPage
+{
+	int32		count;
+	bool		more;
+	int64		token;			/* drawn at its first row */
+	int64		last_seq;
+} SlotPage;
+
+/* A receiver of several slots' pages: each row starts with its slot's ordinal. */
+typedef struct PagesReceiver
+{
+	PageReceiver page;			/* first: the DestReceiver, result and tokens */
+	SlotPage   *pages;			/* by ordinal - 1 */
+	int			n;
+	int			stopped_at;		/* ordinal where max_events was reached, else n + 1 */
+	int32		total;
+	int64		last_ord;
+} PagesReceiver;
+
+static bool
+pages_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	PagesReceiver *m = (PagesReceiver *) self;
+	PageReceiver *r = &m->page;
+	Datum		values[10];
+	bool		nulls[10];
+	int64		ord;
+	int64		seq;
+	SlotPage   *pg;
+
+	slot_getallattrs(slot);
+	ord = DatumGetInt64(slot->tts_values[0]);
+	seq = DatumGetInt64(slot->tts_values[2]);
+	/* The nested loop yields slot by slot, each in seq order: checked, not assumed. */
+	if (ord < m->last_ord || ord < 1 || ord > m->n ||
+		(m->pages[ord - 1].count > 0 && seq <= m->pages[ord - 1].last_seq))
+		elog(ERROR, "eo: the pages of a fetch came out of order");
+	m->last_ord = ord;
+	pg = &m->pages[ord - 1];
+	if (m->total >= r->max)
+	{
+		m->stopped_at = (int) ord;
+		pg->more = pg->count > 0;
+		return false;			/* stop the scan */
+	}
+	if (pg->count == 0)
+		pg->token = r->token_group |
+			(nextval_internal(r->token_seq, false) & TOKEN_COUNTER_MASK);
+	values[0] = Int64GetDatum(pg->token);
+	nulls[0] = false;
+	memcpy(&values[1], &slot->tts_values[1], sizeof(Datum) * 9);
+	memcpy(&nulls[1], &slot->tts_isnull[1], sizeof(bool) * 9);
+	tuplestore_putvalues(r->store, r->desc, values, nulls);
+	pg->last_seq = seq;
+	pg->count++;
+	m->total++;
+	return true;
+}
+
+static void
+pages_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	if (typeinfo->natts < 1 || TupleDescAttr(typeinfo, 0)->atttypid != INT8OID)
+		elog(ERROR, "eo: the pages statement does not start with the slot's ordinal");
+	check_page_columns(typeinfo, 1);
+}
+
+/*
+ * The pages statement: for slot i of the arrays, the events with
+ * lo[i] < seq <= hi[i], invisible in ps[i] and visible in ss[i], in seq
+ * order, at most $6; the first slot's rows first, each after its slot's
+ * ordinal.  One executor start for all the slots of a fetch, and a rescan
+ * per slot; prepared as the owner, run as the caller, like the page
+ * statement.
+ */
+static void
+prepare_pages_plan(EoOutbox *ob)
+{
+	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
+	PG_SNAPSHOTARRAYOID, INT8OID};
+	char	   *slot;
+
+	if (ob->pages_plan != NULL)
+		return;
+	slot = eo_ob_slot_expr(ob, "e");
+	ob->pages_plan = eo_prepare_kept(psprintf(
+											"SELECT p.ord, x.* FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+											" pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5))"
+											" WITH ORDINALITY AS p(slot, lo, hi, ps, ss, ord)"
+											" CROSS JOIN LATERAL (SELECT " PAGE_COLUMNS " FROM %s e"
+											"  WHERE %s OPERATOR(pg_catalog.=) p.slot"
+											"  AND e.seq OPERATOR(pg_catalog.>) p.lo AND e.seq OPERATOR(pg_catalog.<=) p.hi"
+											"  AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, p.ps)"
+											"  AND pg_catalog.pg_visible_in_snapshot(e.txid, p.ss)"
+											"  ORDER BY e.seq LIMIT $6) x",
+											slot, ob->view_name, slot),
+									 6, types);
+}
+
+static Datum
+int8_array(const int64 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * n);
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+										   TYPALIGN_DOUBLE));
+}
+
+/* The n slots' pages (bounds lo, hi, P, S each) into m. */
+static void
+run_pages(EoRelayCall *call, const Slot *s, int n, const int64 *lo, const int64 *hi,
+		  const Datum *ps, const Datum *ss, PagesReceiver *m)
+{
+	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
+	PG_SNAPSHOTARRAYOID, INT8OID};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	Datum	   *slots = palloc(sizeof(Datum) * n);
+
+	for (int i = 0; i < n; i++)
+		slots[i] = Int32GetDatum(s[i].slot);
+	values[0] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	values[1] = int8_array(lo, n);
+	values[2] = int8_array(hi, n);
+	values[3] = PointerGetDatum(construct_array((Datum *) ps, n, PG_SNAPSHOTOID, -1, false,
+												TYPALIGN_DOUBLE));
+	values[4] = PointerGetDatum(construct_array((Datum *) ss, n, PG_SNAPSHOTOID, -1, false,
+												TYPALIGN_DOUBLE));
+	values[5] = Int64GetDatum((int64) m->page.max + 1);
+	m->pages = palloc0(sizeof(SlotPage) * n);
+	m->n = n;
+	m->stopped_at = n + 1;
+	m->total = 0;
+	m->last_ord = 0;
+	m->page.pub.receiveSlot = pages_receive;
+	m->page.pub.rStartup = pages_startup;
+	prepare_pages_plan(call->ob);
+	(void) run_statement(call, call->ob->pages_plan, 6, types, values, nulls, &m->page);
+}
+
+/*
+ * After run_pages: slot s, the ordinal-th served together, moves as
+ * serve_batch or start_batch would move it.  *complete as in serve_slot.
+ */
+static void
+move_slot(Slot *s, const SlotPage *pg, const Cut *cut, bool *complete)
+{
+	s->page_old = false;		/* no earlier cluster's section (serve_together) */
+	if (s->has_batch)
+	{
+		/* the rest of a batch: nothing left closes it (serve_batch) */
+		if (pg->count == 0)
+		{
+			s->pos_snap = s->batch_snap;
+			s->pos_lo = s->batch_lo;
+			s->has_batch = false;
+			s->has_acked = false;
+		}
+		*complete = false;
+		return;
+	}
+	/* a new batch (P, S] (start_batch) */
+	{
+		int64		lo = lower_bound(s, cut->xmin);
+
+		remember(s, cut);
+		if (pg->count == 0)
+		{
+			s->pos_snap = cut->snap;
+			s->pos_lo = lo;
+		}
+		else
+		{
+			s->has_batch = true;
+			s->batch_snap = cut->snap;
+			s->batch_hi = cut->hi;
+			s->batch_lo = lo;
+			s->has_acked = false;
+		}
+		*complete = !pg->more;
+	}
+}
+
+/*
+ * Serve the n locked slots s[] together (none with an earlier cluster's
+ * events), as serve_slot serves one, in three statements for them all:
+ * one snapshot S for those starting a batch, taken after they were all
+ * locked (see serve_slot); one statement for all their pages, max_events
+ * shared in s's order; one UPDATE of their rows.  A slot the pages did
+ * not reach (max_events was reached first) is left as it was.  Returns
+ * the events handed out; adds the slots with a page to *served; clears
+ * *drained as serve_slot's *complete would.
+ */
+static int32
+serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
+			int64 lease_usecs, bool session_lease, int32 *served, bool *drained)
+{
+	PagesReceiver m;
+	Cut			cut;
+	int64	   *lo = palloc(sizeof(int64) * n);
+	int64	   *hi = palloc(sizeof(int64) * n);
+	Datum	   *ps = palloc(sizeof(Datum) * n);
+	Datum	   *ss = palloc(sizeof(Datum) * n);
+	int			written = 0;
+
+	memset(&cut, 0, sizeof(cut));
+	for (int i = 0; i < n; i++)
+		if (!s[i].has_batch)
+		{
+			take_cut(call->ob, &cut);
+			break;
+		}
+	for (int i = 0; i < n; i++)
+	{
+		lo[i] = s[i].has_batch ? batch_lower(&s[i]) : s[i].pos_lo - 1;
+		hi[i] = s[i].has_batch ? s[i].batch_hi : cut.hi;
+		ps[i] = s[i].pos_snap;
+		ss[i] = s[i].has_batch ? s[i].batch_snap : cut.snap;
+	}
+	m.page = *r;
+	run_pages(call, s, n, lo, hi, ps, ss, &m);
+	for (int i = 0; i < n; i++)
+	{
+		const SlotPage *pg = &m.pages[i];
+		bool		complete;
+
+		if (i + 1 > m.stopped_at || (i + 1 == m.stopped_at && pg->count == 0))
+		{
+			*drained = false;	/* not reached */
+			continue;
+		}
+		move_slot(&s[i], pg, &cut, &complete);
+		*drained = *drained && complete;
+		record_page(&s[i], pg->count, pg->last_seq, pg->more, pg->token, now, lease_usecs,
+					session_lease);
+		*served += pg->count > 0 ? 1 : 0;
+		s[written++] = s[i];
+	}
+	write_slots(call->ob->name, call->grp, s, written);
+	return m.total;
 }
 
 static bool
@@ -1192,6 +1655,97 @@ check_count(FunctionCallInfo fcinfo, int arg, const char *what, int32 max)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be between 1 and %d", what, max)));
 	return PG_GETARG_INT32(arg);
+}
+
+/* What a fetch asked for. */
+typedef struct FetchArgs
+{
+	int32		max_events;
+	int32		want;			/* slots */
+	int64		lease_usecs;
+	bool		session_lease;
+	TimestampTz now;
+} FetchArgs;
+
+/*
+ * Serve the n candidate slots c[] with work[] together: lock them all,
+ * serve those locked (serve_slots).  Returns whether the fetch handed out
+ * everything committed before it (see eo_relay_fetch).
+ */
+static bool
+fetch_together(EoRelayCall *call, const Slot *c, const bool *work, int n, PageReceiver *r,
+			   const FetchArgs *a)
+{
+	Slot	   *pick = palloc(sizeof(Slot) * Max(n, 1));
+	Slot	   *locked = palloc(sizeof(Slot) * Max(n, 1));
+	int			npick = 0;
+	int			nlocked;
+	int32		served = 0;
+	bool		drained = true;
+
+	for (int i = 0; i < n; i++)
+		if (work[i])
+			pick[npick++] = c[i];
+	/* a slot another relay locked now is that relay's to serve */
+	nlocked = npick > 0 ? lock_slots(call->ob, call->grp, pick, npick, locked) : 0;
+	r->max = a->max_events;
+	if (nlocked > 0)
+		(void) serve_slots(call, locked, nlocked, r, a->now, a->lease_usecs, a->session_lease,
+						   &served, &drained);
+	return drained;
+}
+
+/* The same, slot by slot (serve_slot), up to `want` slots with a page. */
+static bool
+fetch_one_by_one(EoRelayCall *call, const Slot *c, const bool *work, int n, PageReceiver *r,
+				 const FetchArgs *a)
+{
+	int32		served = 0;
+	int32		events = 0;
+	bool		drained = true;
+
+	for (int i = 0; i < n; i++)
+	{
+		Slot		s;
+		bool		complete;
+
+		if (!work[i])
+			continue;
+		if (served >= a->want || events >= a->max_events)
+			return false;		/* a slot with work left for the next fetch */
+		/* a slot another relay locked now is that relay's to serve */
+		if (!lock_slot(call->ob, call->grp, &c[i], &s))
+			continue;
+		r->max = a->max_events - events;
+		if (serve_slot(call, &s, r, a->now, a->lease_usecs, a->session_lease, &complete))
+		{
+			served++;
+			events += r->count;
+		}
+		drained = drained && complete;
+	}
+	return drained;
+}
+
+/*
+ * Can the slots with work be served together (serve_slots)?  If they are
+ * no more than `want` (each gets its page: one that turns out empty does
+ * not take another's turn) and none has an earlier cluster's events.
+ */
+static bool
+serve_together(const Slot *c, const bool *work, int n, int32 want)
+{
+	int			nwork = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (!work[i])
+			continue;
+		if (c[i].has_old)
+			return false;
+		nwork++;
+	}
+	return nwork <= want;
 }
 
 /*
@@ -1219,9 +1773,8 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	PageReceiver r;
 	SPITupleTable *candidates;
 	uint64		ncandidates;
-	TimestampTz now = GetCurrentTimestamp();
-	int32		served = 0;
-	int32		events = 0;
+	FetchArgs	fetch = {max_events, want, lease_usecs, session_lease, GetCurrentTimestamp()};
+	bool		drained;
 	Slot	   *c;
 	bool	   *work;
 
@@ -1230,9 +1783,13 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
 	ob = call.ob;
 
-	/* Before any snapshot of this fetch: see outbox_doorbell.c. */
+	/*
+	 * Before any snapshot of this fetch: see outbox_doorbell.c.  Known (so
+	 * that eo_relay_wait may sleep) only once this fetch has handed out
+	 * everything that committed before it was read, at the end.
+	 */
 	ob->bell_seen = eo_doorbell_read(ob->relid);
-	ob->bell_known = true;
+	ob->bell_known = false;
 
 	init_receiver(&r, rsinfo->setResult, rsinfo->setDesc, max_events);
 	r.token_seq = eo_ob_token_seq();
@@ -1243,20 +1800,12 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	work = palloc(sizeof(bool) * Max(ncandidates, 1));
 	for (uint64 i = 0; i < ncandidates; i++)
 		read_slot(candidates->vals[i], candidates->tupdesc, &c[i]);
-	probe_slots(&call, c, (int) ncandidates, now, work);
-	for (uint64 i = 0; i < ncandidates && served < want && events < max_events; i++)
-	{
-		Slot		s;
-
-		if (!work[i] || !lock_slot(ob, grp, &c[i], &s))
-			continue;
-		r.max = max_events - events;
-		if (serve_slot(&call, &s, &r, now, lease_usecs, session_lease))
-		{
-			served++;
-			events += r.count;
-		}
-	}
+	probe_slots(&call, c, (int) ncandidates, fetch.now, work);
+	if (serve_together(c, work, (int) ncandidates, want))
+		drained = fetch_together(&call, c, work, (int) ncandidates, &r, &fetch);
+	else
+		drained = fetch_one_by_one(&call, c, work, (int) ncandidates, &r, &fetch);
+	ob->bell_known = drained;
 	eo_relay_end(&call);
 	return (Datum) 0;
 }
@@ -1308,13 +1857,18 @@ linger_ms(int64 ms)
 
 /*
  * eo_relay_wait(outbox, timeout [, consumer_group, linger]): after a
- * fetch that returned nothing, sleep until a transaction that wrote
- * events into the outbox commits (true) or the timeout ends (false).
- * Without the preload it sleeps the whole timeout.  Never having fetched
- * from the outbox in this session returns true at once: fetch first.
+ * fetch, sleep until a transaction that wrote events into the outbox
+ * commits (true) or the timeout ends (false).  Without the preload it
+ * sleeps the whole timeout.  It returns true at once if this session
+ * never fetched from the outbox, if its last fetch may have left events
+ * that committed before it (a page cut short by max_events or slots, or
+ * the rest of an earlier batch: see eo_relay_fetch), or if the bell rang
+ * since that fetch began: fetch now.  So a relay may wait right after
+ * acknowledging a page, without an empty fetch first.
  * With a group, the sleep also ends (true) when one of its leases can be
  * taken over, and after the bell rang it lingers `linger` more, within
- * the timeout, so that the next page holds more than one commit's events.
+ * the timeout, so that the next page holds more than one commit's events
+ * (not when the last fetch left events: they are there already).
  */
 Datum
 eo_relay_wait(PG_FUNCTION_ARGS)
@@ -1336,9 +1890,12 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 		linger = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(3), PG_ARGISNULL(3), "linger",
 													 0, USECS_PER_MINUTE)) / 1000;
 		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
-		takeover = next_takeover_ms(&call, start);
+		ob = call.ob;
+		/* the bell rang already: it lingers below, no lease to wait for */
+		if (ob->bell_known && eo_doorbell_read(ob->relid) == ob->bell_seen)
+			takeover = next_takeover_ms(&call, start);
 		eo_relay_end(&call);
-		if (takeover == 0)
+		if (takeover == 0 || !ob->bell_known)
 			PG_RETURN_BOOL(true);
 	}
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
@@ -1361,6 +1918,8 @@ eo_relay_wait(PG_FUNCTION_ARGS)
  * it: stale (55006) if the token was superseded by a newer one, else not
  * a token of this group (55000).
  */
+static void token_missing(EoRelayCall *call, int64 token) pg_attribute_noreturn();
+
 static void
 find_token(EoRelayCall *call, int64 token, Slot *s)
 {
@@ -1380,6 +1939,18 @@ find_token(EoRelayCall *call, int64 token, Slot *s)
 		eo_cluster_check_slot(s->sysid, call->ob->name);
 		return;
 	}
+	token_missing(call, token);
+}
+
+/*
+ * No slot of the group holds token: stale (55006) if a newer token
+ * superseded it, else not a token of this group (55000).
+ */
+static void
+token_missing(EoRelayCall *call, int64 token)
+{
+	const char *grp = call->grp;
+
 	if (token > 0 && (token >> TOKEN_GROUP_SHIFT) == call->group_id &&
 		token <= group_max_token(call))
 	{
@@ -1471,6 +2042,25 @@ ack_through(Slot *s, int64 end, bool whole)
 }
 
 /*
+ * Slot s's outstanding page acknowledged: `count` of its events, up to
+ * seq `end`, in part (the rest is handed out again) or whole.
+ */
+static void
+ack_page(Slot *s, int32 count, int64 end, bool partial)
+{
+	s->acked_events += count;
+	if (count > 0)
+	{
+		ack_through(s, end, !partial);
+		s->has_acked_at = true;
+		s->acked_at = GetCurrentTimestamp();
+	}
+	s->page_state = partial ? PAGE_RELEASED : PAGE_ACKED;
+	s->page_count -= partial ? count : 0;
+	s->leased = false;
+}
+
+/*
  * eo_relay_ack(outbox, consumer_group, lease_token [, upto_seq]) returns
  * the number of events acknowledged: the whole page, or with upto_seq
  * those of its events with seq <= upto_seq (the rest of the page comes
@@ -1502,22 +2092,92 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 		count = partial ? count_page_upto(&t.call, s, upto, &end) : s->page_count;
 		if (!partial)
 			end = s->page_end;
-		s->acked_events += count;
-		if (count > 0)
-		{
-			ack_through(s, end, !partial);
-			s->has_acked_at = true;
-			s->acked_at = GetCurrentTimestamp();
-		}
-		/* the rest of a page acknowledged in part is handed out again */
-		s->page_state = partial ? PAGE_RELEASED : PAGE_ACKED;
-		s->page_count -= partial ? count : 0;
-		s->leased = false;
+		ack_page(s, count, end, partial);
 		write_slot(t.call.ob->name, t.call.grp, s);
 	}
 	else if (s->page_state != PAGE_ACKED)
 		refuse_not_out(s, t.token);
 	eo_relay_end(&t.call);
+	PG_RETURN_INT32(count);
+}
+
+/*
+ * The slots holding any of the tokens (array), locked in slot order, into
+ * s[] (room for ntokens); returns how many.
+ */
+static int
+find_tokens(EoRelayCall *call, Datum tokens, int ntokens, Slot *s)
+{
+	Datum		values[3];
+	int			rc;
+
+	values[0] = CStringGetTextDatum(call->ob->name);
+	values[1] = CStringGetTextDatum(call->grp);
+	values[2] = tokens;
+	rc = SPI_execute_plan(plans.by_tokens, values, NULL, false, 0);
+	if (rc != SPI_OK_SELECT || SPI_processed > (uint64) ntokens)
+		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
+		eo_cluster_check_slot(s[i].sysid, call->ob->name);
+	}
+	return (int) SPI_processed;
+}
+
+/*
+ * eo_relay_ack_pages(outbox, consumer_group, lease_tokens) acknowledges
+ * the page of each token whole, as eo_relay_ack does one, in one call: the
+ * slots locked by one statement, the group looked up once.  All or
+ * nothing: a token that does not hold a page (stale, not of this group, a
+ * page released) is an error, as from eo_relay_ack, and nothing of the
+ * call stays.  Returns the events acknowledged; a token whose page was
+ * acknowledged before counts 0, as a retried eo_relay_ack.
+ */
+Datum
+eo_relay_ack_pages(PG_FUNCTION_ARGS)
+{
+	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
+	ArrayType  *arr;
+	Datum	   *tokens;
+	bool	   *tnulls;
+	int			ntokens;
+	Slot	   *s;
+	int			nslots;
+	int32		count = 0;
+	EoRelayCall call;
+
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease tokens must not be null")));
+	arr = PG_GETARG_ARRAYTYPE_P(2);
+	deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &tokens, &tnulls, &ntokens);
+	for (int i = 0; i < ntokens; i++)
+		(void) check_token(tokens[i], tnulls[i]);
+	eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
+	s = palloc(sizeof(Slot) * Max(ntokens, 1));
+	nslots = ntokens > 0 ? find_tokens(&call, PointerGetDatum(arr), ntokens, s) : 0;
+	for (int i = 0; i < ntokens; i++)
+	{
+		int64		token = DatumGetInt64(tokens[i]);
+		int			j = 0;
+
+		while (j < nslots && s[j].lease_token != token)
+			j++;
+		if (j == nslots)
+			token_missing(&call, token);
+		if (s[j].page_state == PAGE_OUT)
+		{
+			count += s[j].page_count;
+			ack_page(&s[j], s[j].page_count, s[j].page_end, false);
+			write_slot(call.ob->name, call.grp, &s[j]);
+		}
+		else if (s[j].page_state != PAGE_ACKED)
+			refuse_not_out(&s[j], token);
+	}
+	eo_relay_end(&call);
 	PG_RETURN_INT32(count);
 }
 
