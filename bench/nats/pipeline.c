@@ -45,11 +45,34 @@ die(const char *what, const char *detail)
 	exit(1);
 }
 
+/*
+ * Run q (a string literal: its address names it), prepared at its first
+ * use: each statement is parsed and planned once per process, as
+ * eo_nats forward does with its own (one session per process here).
+ */
 static PGresult *
 sql(PGconn *pg, const char *q, int n, const char *const *params, ExecStatusType want)
 {
-	PGresult   *res = PQexecParams(pg, q, n, NULL, params, NULL, NULL, 0);
+	static const char *prepared[32];
+	static int	nprepared = 0;
+	char		name[16];
+	int			i = 0;
+	PGresult   *res;
 
+	while (i < nprepared && prepared[i] != q)
+		i++;
+	snprintf(name, sizeof(name), "s%d", i);
+	if (i == nprepared)
+	{
+		if (nprepared == 32)
+			die("prepare", "too many statements");
+		res = PQprepare(pg, name, q, n, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			die(q, PQerrorMessage(pg));
+		PQclear(res);
+		prepared[nprepared++] = q;
+	}
+	res = PQexecPrepared(pg, name, n, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != want)
 		die(q, PQerrorMessage(pg));
 	return res;

@@ -113,6 +113,22 @@ extern PGconn *pg_connect(const Config *cfg);
 extern PGconn *pg_ensure(PGconn *conn, const Config *cfg);
 extern bool pg_ok(PGconn *conn, PGresult *res, ExecStatusType want, const char *what);
 extern bool pg_conn_lost(PGconn *conn);
+extern bool sqlstate_is(PGresult *res, const char *sqlstate);
+
+/*
+ * A statement run often: parsed and planned once per session (PQprepare
+ * under `name`), again after a reconnect or if the server lost it.
+ */
+typedef struct PgStatement
+{
+	const char *name;
+	const char *sql;
+	int			nparams;
+	const Oid  *types;			/* NULL: the server infers them */
+	long		session;		/* the session it is prepared in (0: none yet) */
+} PgStatement;
+
+extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
 
 /* forward.c, apply.c, admin.c: the commands */
 extern int	forward_main(const Config *cfg);

@@ -65,6 +65,15 @@
 	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" \
 	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8), $5::int4, true)"
 
+static PgStatement fetch_stmt = {"eo_fetch", FETCH_SQL, 5};
+static PgStatement ack_stmt = {"eo_ack", "SELECT eo_relay_ack($1, $2, $3::int8)", 3};
+static PgStatement ack_upto_stmt = {"eo_ack_upto", "SELECT eo_relay_ack($1, $2, $3::int8, $4::int8)", 4};
+static PgStatement ack_pages_stmt = {"eo_ack_pages", "SELECT eo_relay_ack_pages($1, $2, $3::int8[])", 3};
+static PgStatement ack_all_stmt = {"eo_ack_all", "SELECT pg_catalog.sum(eo_relay_ack($1, $2, t))"
+" FROM pg_catalog.unnest($3::int8[]) t", 3};
+static PgStatement wait_stmt = {"eo_wait", "SELECT eo_relay_wait($1, '5 s', $2, $3::interval)", 3};
+static PgStatement wait_plain_stmt = {"eo_wait_plain", "SELECT eo_relay_wait($1, '5 s')", 1};
+
 typedef enum
 {
 	EV_WAITING,					/* not published yet */
@@ -95,6 +104,7 @@ typedef struct Forwarder
 	pthread_mutex_t lock;		/* guards page->state/cause during a wave */
 	Page	   *page;			/* the page whose wave is in flight */
 	bool		group_wait;		/* eo_relay_wait with the group exists (0.3.0) */
+	bool		ack_pages;		/* so does eo_relay_ack_pages */
 	long long	events;			/* delivered since start */
 	long long	pages;
 } Forwarder;
@@ -148,7 +158,7 @@ fetch(Forwarder *f, Page *p)
 	snprintf(lease, sizeof(lease), "%d", f->cfg->lease_secs);
 	snprintf(slots, sizeof(slots), "%d", f->cfg->slots);
 	memset(p, 0, sizeof(*p));
-	p->res = PQexecParams(f->pg, FETCH_SQL, 5, NULL, params, NULL, NULL, 0);
+	p->res = pg_exec_statement(f->pg, &fetch_stmt, params);
 	if (!pg_ok(f->pg, p->res, PGRES_TUPLES_OK, "eo_relay_fetch"))
 	{
 		PQclear(p->res);
@@ -319,13 +329,9 @@ ack(Forwarder *f, long long token, long long upto)
 
 	snprintf(tok, sizeof(tok), "%lld", token);
 	snprintf(seq, sizeof(seq), "%lld", upto);
-	res = PQexecParams(f->pg, upto >= 0
-					   ? "SELECT eo_relay_ack($1, $2, $3::int8, $4::int8)"
-					   : "SELECT eo_relay_ack($1, $2, $3::int8)",
-					   upto >= 0 ? 4 : 3, NULL, params, NULL, NULL, 0);
+	res = pg_exec_statement(f->pg, upto >= 0 ? &ack_upto_stmt : &ack_stmt, params);
 	ok = pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_ack");
-	if (!ok && res && PQresultErrorField(res, PG_DIAG_SQLSTATE) &&
-		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "55006") == 0)
+	if (!ok && sqlstate_is(res, "55006"))
 		log_msg("warning", "the page's lease (token %lld) ended before it was acknowledged:"
 				" another forwarder delivers it again, and JetStream drops the copies",
 				token);
@@ -408,8 +414,14 @@ ack_whole_parts(Forwarder *f, Page *p, int *delivered)
 		free(tokens);
 		return true;
 	}
-	res = PQexecParams(f->pg, "SELECT pg_catalog.sum(eo_relay_ack($1, $2, t))"
-					   " FROM pg_catalog.unnest($3::int8[]) t", 3, NULL, params, NULL, NULL, 0);
+	res = pg_exec_statement(f->pg, f->ack_pages ? &ack_pages_stmt : &ack_all_stmt, params);
+	if (f->ack_pages && sqlstate_is(res, "42883"))
+	{
+		/* eo older than 0.3.0 in this database: one eo_relay_ack per token */
+		f->ack_pages = false;
+		PQclear(res);
+		res = pg_exec_statement(f->pg, &ack_all_stmt, params);
+	}
 	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
 	PQclear(res);
 	free(tokens);
@@ -537,16 +549,14 @@ wait_for_events(Forwarder *f)
 	snprintf(linger, sizeof(linger), "%d ms", f->cfg->linger_ms);
 	if (f->group_wait)
 	{
-		res = PQexecParams(f->pg, "SELECT eo_relay_wait($1, '5 s', $2, $3::interval)",
-						   3, NULL, params, NULL, NULL, 0);
+		res = pg_exec_statement(f->pg, &wait_stmt, params);
 		if (PQresultStatus(res) == PGRES_TUPLES_OK)
 		{
 			PQclear(res);
 			return;
 		}
 		/* eo older than 0.3.0 in this database (not updated yet): the plain doorbell */
-		if (PQresultErrorField(res, PG_DIAG_SQLSTATE) == NULL ||
-			strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "42883") != 0)
+		if (!sqlstate_is(res, "42883"))
 		{
 			(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait");
 			PQclear(res);
@@ -556,8 +566,9 @@ wait_for_events(Forwarder *f)
 				" waiting without it (no --linger-ms) until ALTER EXTENSION eo UPDATE");
 		PQclear(res);
 		f->group_wait = false;
+		return;					/* fetch first: that wait sleeps after an empty fetch only */
 	}
-	res = PQexecParams(f->pg, "SELECT eo_relay_wait($1, '5 s')", 1, NULL, params, NULL, NULL, 0);
+	res = pg_exec_statement(f->pg, &wait_plain_stmt, params);
 
 	(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait");
 	PQclear(res);
@@ -568,6 +579,7 @@ forward_main(const Config *cfg)
 {
 	Forwarder	f;
 	int			failures = 0;
+	bool		caught_up = false;	/* the last page may have emptied the group */
 	char		why[256];
 
 	if (!subject_template_valid(cfg->subject, why, sizeof(why)))
@@ -578,6 +590,7 @@ forward_main(const Config *cfg)
 	memset(&f, 0, sizeof(f));
 	f.cfg = cfg;
 	f.group_wait = true;
+	f.ack_pages = true;
 	pthread_mutex_init(&f.lock, NULL);
 	if (!nats_setup(&f))
 		return 1;
@@ -591,6 +604,18 @@ forward_main(const Config *cfg)
 			break;
 		if (natsConnection_IsClosed(f.nc) && !nats_reset(&f))
 			break;
+		if (caught_up)
+		{
+			/*
+			 * The last page was delivered whole and was not full: wait
+			 * now, not after an empty fetch.  eo_relay_wait (0.3.0) comes
+			 * back at once unless that page's fetch handed out everything
+			 * committed before it and no commit rang since.
+			 */
+			caught_up = false;
+			wait_for_events(&f);
+			continue;
+		}
 		if (!fetch(&f, &p))
 		{
 			sleep_ms(backoff_ms(failures++, 10000));
@@ -607,7 +632,10 @@ forward_main(const Config *cfg)
 		}
 		publish_page(&f, &p);
 		if (settle(&f, &p))
+		{
 			failures = 0;
+			caught_up = f.group_wait && !cfg->once && p.n < cfg->max_events;
+		}
 		else
 			sleep_ms(backoff_ms(failures++, 30000));
 		page_free(&p);

@@ -15,6 +15,9 @@
 
 #include "eo_nats.h"
 
+/* This process's session (one per process), counted for PgStatement. */
+static long session = 0;
+
 PGconn *
 pg_connect(const Config *cfg)
 {
@@ -34,6 +37,7 @@ pg_connect(const Config *cfg)
 			if (pg_ok(conn, res, PGRES_COMMAND_OK, "setting up the session"))
 			{
 				PQclear(res);
+				session++;
 				log_msg("info", "connected to PostgreSQL database \"%s\" as \"%s\"",
 						PQdb(conn), PQuser(conn));
 				return conn;
@@ -84,4 +88,46 @@ pg_ok(PGconn *conn, PGresult *res, ExecStatusType want, const char *what)
 			state ? state : "", state ? ": " : "",
 			msg ? msg : strtok(PQerrorMessage(conn), "\n"));
 	return false;
+}
+
+/* Did res fail with this SQLSTATE? */
+bool
+sqlstate_is(PGresult *res, const char *sqlstate)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	return state != NULL && strcmp(state, sqlstate) == 0;
+}
+
+/*
+ * Run st with params: prepared first if this session has not yet (a
+ * failed PQprepare's result is returned as the statement's), and once
+ * more if the server no longer knows it (26000: DISCARD ALL) and no
+ * transaction block was aborted by that.  For sessions of their own: a
+ * pooler in transaction mode that moves a session between server
+ * connections (PgBouncer before 1.21) loses the statements every time.
+ */
+PGresult *
+pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params)
+{
+	PGresult   *res;
+
+	for (int attempt = 0;; attempt++)
+	{
+		if (st->session != session)
+		{
+			res = PQprepare(conn, st->name, st->sql, st->nparams, st->types);
+			if (PQresultStatus(res) != PGRES_COMMAND_OK)
+				return res;
+			PQclear(res);
+			st->session = session;
+		}
+		res = PQexecPrepared(conn, st->name, st->nparams, params, NULL, NULL, 0);
+		if (attempt > 0 || PQresultStatus(res) != PGRES_FATAL_ERROR || !sqlstate_is(res, "26000"))
+			return res;
+		st->session = 0;
+		if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+			return res;
+		PQclear(res);
+	}
 }
