@@ -186,6 +186,10 @@ stored_at(natsMsg *msg, char *buf, size_t len)
 static const Oid claim_types[2] = {25, 25};
 static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb, jsonb, timestamptz */
 
+/* Each message's two statements, prepared once per session (pgconn.c). */
+static PgStatement claim_stmt = {"eo_claim", "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types};
+static PgStatement sql_stmt = {"eo_apply", NULL, 5, sql_types};	/* --sql */
+
 /* One message, as --sql's parameters. */
 typedef struct Args
 {
@@ -245,8 +249,7 @@ apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 		goto out;
 	}
 	PQclear(res);
-	res = PQexecParams(pg, "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types,
-					   claim_params, NULL, NULL, 0);
+	res = pg_exec_statement(pg, &claim_stmt, claim_params);
 	if (!pg_ok(pg, res, PGRES_TUPLES_OK, "eo_claim"))
 	{
 		o = claim_failed(pg, res, id);
@@ -262,7 +265,7 @@ apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
 		goto out;
 	}
 	PQclear(res);
-	res = PQexecParams(pg, cfg->sql, 5, sql_types, params, NULL, NULL, 0);
+	res = pg_exec_statement(pg, &sql_stmt, params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		(void) pg_ok(pg, res, PGRES_TUPLES_OK, "--sql");
@@ -290,10 +293,8 @@ out:
 
 /* Did a statement of the batch come back as `want` (errors stay quiet)? */
 static bool
-quiet_ok(PGconn *pg, const char *sql, int n, const Oid *types, const char *const *params,
-		 ExecStatusType want, PGresult **out)
+quiet_result(PGresult *res, ExecStatusType want, PGresult **out)
 {
-	PGresult   *res = PQexecParams(pg, sql, n, types, params, NULL, NULL, 0);
 	ExecStatusType got = PQresultStatus(res);
 	bool		ok = got == want || (want == PGRES_TUPLES_OK && got == PGRES_COMMAND_OK);
 
@@ -302,6 +303,13 @@ quiet_ok(PGconn *pg, const char *sql, int n, const Oid *types, const char *const
 	else
 		PQclear(res);
 	return ok;
+}
+
+/* The same for a statement without parameters. */
+static bool
+quiet_ok(PGconn *pg, const char *sql, ExecStatusType want)
+{
+	return quiet_result(PQexecParams(pg, sql, 0, NULL, NULL, NULL, NULL, 0), want, NULL);
 }
 
 /*
@@ -317,7 +325,7 @@ quiet_ok(PGconn *pg, const char *sql, int n, const Oid *types, const char *const
 static bool
 apply_batch(PGconn *pg, const Config *cfg, natsMsg **msgs, const char **ids, int n, Outcome *out)
 {
-	bool		ok = quiet_ok(pg, "BEGIN", 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
+	bool		ok = quiet_ok(pg, "BEGIN", PGRES_COMMAND_OK);
 
 	for (int i = 0; ok && i < n; i++)
 	{
@@ -326,8 +334,7 @@ apply_batch(PGconn *pg, const Config *cfg, natsMsg **msgs, const char **ids, int
 		Args		a;
 		const char *status;
 
-		ok = quiet_ok(pg, "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types,
-					  claim_params, PGRES_TUPLES_OK, &res);
+		ok = quiet_result(pg_exec_statement(pg, &claim_stmt, claim_params), PGRES_TUPLES_OK, &res);
 		if (!ok)
 			break;
 		status = PQgetvalue(res, 0, 0);
@@ -337,13 +344,13 @@ apply_batch(PGconn *pg, const Config *cfg, natsMsg **msgs, const char **ids, int
 		if (out[i] != APPLIED)
 			continue;
 		(void) args_make(&a, msgs[i], ids[i]);
-		ok = quiet_ok(pg, cfg->sql, 5, sql_types, a.params, PGRES_TUPLES_OK, NULL);
+		ok = quiet_result(pg_exec_statement(pg, &sql_stmt, a.params), PGRES_TUPLES_OK, NULL);
 		args_free(&a);
 	}
 	if (ok)
-		ok = quiet_ok(pg, "COMMIT", 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
+		ok = quiet_ok(pg, "COMMIT", PGRES_COMMAND_OK);
 	else if (!pg_conn_lost(pg))
-		(void) quiet_ok(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, NULL);
+		(void) quiet_ok(pg, "ROLLBACK", PGRES_COMMAND_OK);
 	if (ok)
 		crash_point("after-commit");
 	return ok;
@@ -504,6 +511,7 @@ apply_main(const Config *cfg)
 	if (nc == NULL || natsConnection_JetStream(&js, nc, NULL) != NATS_OK ||
 		(sub = subscribe(js, cfg)) == NULL)
 		return 1;
+	sql_stmt.sql = cfg->sql;
 	log_msg("info", "applying stream \"%s\" (durable \"%s\")", cfg->stream, cfg->durable);
 	while (!stop_requested)
 	{

@@ -117,7 +117,8 @@ extern bool sqlstate_is(PGresult *res, const char *sqlstate);
 
 /*
  * A statement run often: parsed and planned once per session (PQprepare
- * under `name`), again after a reconnect or if the server lost it.
+ * under a name made from `name`), again after a reconnect, if the server
+ * lost it, or once its result columns changed (a table altered under it).
  */
 typedef struct PgStatement
 {
@@ -126,6 +127,8 @@ typedef struct PgStatement
 	int			nparams;
 	const Oid  *types;			/* NULL: the server infers them */
 	long		session;		/* the session it is prepared in (0: none yet) */
+	int			version;		/* prepared again under a new name */
+	char		prepared_as[64];
 } PgStatement;
 
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);

@@ -106,6 +106,9 @@ sqlstate_is(PGresult *res, const char *sqlstate)
  * transaction block was aborted by that.  For sessions of their own: a
  * pooler in transaction mode that moves a session between server
  * connections (PgBouncer before 1.21) loses the statements every time.
+ * A statement whose result columns changed (0A000, "cached plan must not
+ * change result type": a table of a SELECT * altered) fails this once and
+ * is prepared again, under a new name, at its next use.
  */
 PGresult *
 pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params)
@@ -116,13 +119,19 @@ pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params)
 	{
 		if (st->session != session)
 		{
-			res = PQprepare(conn, st->name, st->sql, st->nparams, st->types);
+			snprintf(st->prepared_as, sizeof(st->prepared_as), "%s_%d", st->name, st->version);
+			res = PQprepare(conn, st->prepared_as, st->sql, st->nparams, st->types);
 			if (PQresultStatus(res) != PGRES_COMMAND_OK)
 				return res;
 			PQclear(res);
 			st->session = session;
 		}
-		res = PQexecPrepared(conn, st->name, st->nparams, params, NULL, NULL, 0);
+		res = PQexecPrepared(conn, st->prepared_as, st->nparams, params, NULL, NULL, 0);
+		if (sqlstate_is(res, "0A000"))
+		{
+			st->version++;
+			st->session = 0;
+		}
 		if (attempt > 0 || PQresultStatus(res) != PGRES_FATAL_ERROR || !sqlstate_is(res, "26000"))
 			return res;
 		st->session = 0;
