@@ -58,7 +58,7 @@ typedef struct EoOutbox
 	SPIPlanPtr	old_plan;		/* one page of an earlier cluster's events */
 	SPIPlanPtr	probe_plan;		/* which of a fetch's slots have new events */
 	SPIPlanPtr	pages_plan;		/* a page of each of several slots */
-	bool		bell_known;		/* bell_seen is set (outbox_relay.c) */
+	bool		bell_known;		/* bell_seen is set (outbox_relay_fetch.c) */
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
 } EoOutbox;
 

@@ -26,7 +26,7 @@
  *     the sequence's value (it came with the dump) and the largest seq the
  *     outbox holds; every old event has seq <= B, every new one seq > B;
  *   - each slot keeps its old state for the events seq <= B (the "old
- *     section", served first by outbox_relay.c's serve_old and judged by the old
+ *     section", served first by outbox_relay_fetch.c's serve_old and judged by the old
  *     snapshots, as all of them committed before the dump), and starts
  *     afresh for seq > B with a position that sees no transaction, so
  *     every new event is delivered;

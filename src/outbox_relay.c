@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  * outbox_relay.c
- *	  Consumer groups of an outbox: eo_group_create / eo_group_drop, and
- *	  the relay API eo_relay_fetch / eo_relay_ack (_pages) / eo_relay_extend /
- *	  eo_relay_release, plus the numbers behind the eo_outbox_status view.
+ *	  Consumer groups of an outbox: eo_group_create / eo_group_drop; the
+ *	  slot rows and page statements of the relay API; eo_relay_ack (and
+ *	  _pages) / eo_relay_extend / eo_relay_release; the numbers behind the
+ *	  eo_outbox_status view.  eo_relay_fetch and eo_relay_wait are in
+ *	  outbox_relay_fetch.c (outbox_relay.h is what the two share).
  *
  * Slots.  A group is split into the outbox's N slots (an event's slot is
  * hash(aggregateid) mod N, the first column of the outbox's index), each
@@ -106,69 +108,16 @@
 #include "compat.h"
 #include "eo.h"
 #include "outbox.h"
+#include "outbox_relay.h"
 
 PG_FUNCTION_INFO_V1(eo_group_create);
 PG_FUNCTION_INFO_V1(eo_group_drop);
-PG_FUNCTION_INFO_V1(eo_relay_fetch);
 PG_FUNCTION_INFO_V1(eo_relay_ack);
 PG_FUNCTION_INFO_V1(eo_relay_ack_pages);
 PG_FUNCTION_INFO_V1(eo_relay_extend);
 PG_FUNCTION_INFO_V1(eo_relay_release);
-PG_FUNCTION_INFO_V1(eo_relay_wait);
 
-/* (next txid, seq) pairs a slot remembers for lo(); see above. */
-#define HIST 8
 
-/* page_state of a slot: the last page handed out */
-#define PAGE_OUT		'o'		/* outstanding: leased, maybe expired */
-#define PAGE_ACKED		'a'
-#define PAGE_RELEASED	'r'
-
-/* One row of eo_outbox_slots. */
-typedef struct Slot
-{
-	int32		slot;
-	Datum		pos_snap;		/* P */
-	int64		pos_lo;			/* lo(P) */
-	bool		has_batch;
-	Datum		batch_snap;		/* S of the batch being handed out */
-	int64		batch_hi;		/* hi(S) */
-	int64		batch_lo;		/* lo(S) */
-	bool		has_acked;
-	int64		acked_seq;		/* last acknowledged seq inside the batch */
-	char		page_state;		/* '\0' before the first page */
-	int64		page_end;		/* last seq of the page handed out */
-	bool		page_last;		/* ... and it ends the batch */
-	int32		page_count;
-	bool		has_token;
-	int64		lease_token;
-	bool		leased;
-	TimestampTz lease_expires_at;
-	int			nhist;
-	FullTransactionId hist_xid[HIST];
-	int64		hist_seq[HIST];
-	bool		has_fetched;
-	TimestampTz fetched_at;
-	bool		has_acked_at;
-	TimestampTz acked_at;
-	/* the events of an earlier cluster not yet delivered (outbox_cluster.c) */
-	bool		has_old;
-	int64		old_hi;			/* they have seq <= old_hi ... */
-	int64		old_seq;		/* ... and > old_seq (acknowledged so far) */
-	Datum		old_pos_snap;	/* the rest is the slot's state there */
-	int64		old_pos_lo;
-	bool		has_old_batch;
-	Datum		old_batch_snap;
-	int64		old_acked_seq;
-	bool		page_old;		/* the page handed out is of those */
-	int64		sysid;			/* the cluster of its snapshots (outbox_cluster.c) */
-	/* counters for eo_outbox_metrics, written with the row anyway */
-	int64		fetched_events;
-	int64		acked_events;
-	int64		redelivered_events;
-	int32		holder_pid;		/* the backend that took the lease; 0 if none */
-	ItemPointerData tid;		/* the version locked (invalid: not locked) */
-} Slot;
 
 /*
  * The columns of eo_outbox_slots, in the order read (SELECT) and written
@@ -222,33 +171,9 @@ enum
 static const EoColumn slot_columns[] = {SLOT_COLUMNS(EO_COLUMN_DESC)};
 static const bool slot_written[] = {SLOT_COLUMNS(SLOT_WRITTEN)};
 
-/*
- * A lease token: the group's id above this many bits, a value of
- * eo_outbox_token_seq below (strictly increasing; 2^40 fetches).  Group
- * ids have 13 bits (eo_outbox_group_id_seq's MAXVALUE), so every token is
- * below 2^53: exact for a relay that reads numbers as doubles (JavaScript,
- * many JSON parsers).
- */
-#define TOKEN_GROUP_SHIFT 40
-#define TOKEN_COUNTER_MASK ((INT64CONST(1) << TOKEN_GROUP_SHIFT) - 1)
-#define TOKEN_MAX_GROUPS ((1 << (53 - TOKEN_GROUP_SHIFT)) - 1)	/* ids 1 .. this */
 
-/* Statements on eo's own tables, prepared once per backend. */
-typedef struct RelayPlans
-{
-	bool		ready;
-	SPIPlanPtr	group;
-	SPIPlanPtr	candidates;
-	SPIPlanPtr	lock;
-	SPIPlanPtr	by_token;
-	SPIPlanPtr	by_tokens;
-	SPIPlanPtr	update;
-	SPIPlanPtr	lock_many;
-	SPIPlanPtr	cut;
-	SPIPlanPtr	group_tokens;
-} RelayPlans;
 
-static RelayPlans plans;
+RelayPlans relay_plans;
 
 /* ---- argument checks ---- */
 
@@ -263,7 +188,7 @@ check_token(Datum value, bool isnull)
 }
 
 /* The outbox a relay function works on: table mode, caller may read it. */
-static EoOutbox *
+EoOutbox *
 relay_outbox(Datum value, bool isnull)
 {
 	char	   *name = eo_check_outbox_name(value, isnull, "outbox name");
@@ -296,23 +221,23 @@ prepare_plans(void)
 	Oid			lock_many_types[6] = {TEXTOID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID,
 	TIMESTAMPTZARRAYOID, INT4ARRAYOID};
 
-	if (plans.ready)
+	if (relay_plans.ready)
 		return;
 	for (int i = 0; i < SLOT_NCOLS; i++)
 		update_types[i] = slot_columns[i].type;
-	plans.group = eo_prepare_kept("SELECT id, owner FROM eo_internal.eo_outbox_groups"
+	relay_plans.group = eo_prepare_kept("SELECT id, owner FROM eo_internal.eo_outbox_groups"
 								  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 								  2, group_types);
 	/*
 	 * The group's slots, read without a lock (see read_candidates), oldest-served
 	 * first, so that one relay walks all slots in turn.
 	 */
-	plans.candidates = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+	relay_plans.candidates = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
 												" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 												" ORDER BY fetched_at NULLS FIRST, slot", cols),
 									   2, group_types);
 	/* One of them locked, if its lease is still as it was read. */
-	plans.lock = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+	relay_plans.lock = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
 										  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 										  " AND slot OPERATOR(pg_catalog.=) $3"
 										  " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
@@ -320,16 +245,16 @@ prepare_plans(void)
 										  " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
 										  " FOR UPDATE SKIP LOCKED", locked_cols),
 								 6, lock_types);
-	plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+	relay_plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
 											  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 											  " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", locked_cols),
 									 3, token_types);
-	plans.by_tokens = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+	relay_plans.by_tokens = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
 											   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 											   " AND lease_token OPERATOR(pg_catalog.=) ANY ($3)"
 											   " ORDER BY slot FOR UPDATE", locked_cols),
 									  3, tokens_types);
-	plans.update = eo_prepare_kept(psprintf("UPDATE eo_internal.eo_outbox_slots SET %s"
+	relay_plans.update = eo_prepare_kept(psprintf("UPDATE eo_internal.eo_outbox_slots SET %s"
 											" WHERE outbox OPERATOR(pg_catalog.=) $%d"
 											" AND grp OPERATOR(pg_catalog.=) $%d"
 											" AND slot OPERATOR(pg_catalog.=) $%d",
@@ -338,7 +263,7 @@ prepare_plans(void)
 								   SLOT_NCOLS, update_types);
 
 	/* Several slots locked at once, lock's test for each. */
-	plans.lock_many = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s,"
+	relay_plans.lock_many = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s,"
 											   " ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
 											   "  pg_catalog.unnest($5), pg_catalog.unnest($6)) WITH ORDINALITY"
 											   "  AS c(c_slot, c_token, c_expires, c_pid, c_ord)"
@@ -355,15 +280,15 @@ prepare_plans(void)
 	 * whatever pg_current_snapshot() shows as committed drew its seqs
 	 * before hi.
 	 */
-	plans.cut = eo_prepare_kept("SELECT x.s, pg_catalog.pg_snapshot_xmin(x.s),"
+	relay_plans.cut = eo_prepare_kept("SELECT x.s, pg_catalog.pg_snapshot_xmin(x.s),"
 								" pg_catalog.pg_sequence_last_value($1)"
 								" FROM (SELECT pg_catalog.pg_current_snapshot() AS s) x",
 								1, cut_types);
-	plans.group_tokens = eo_prepare_kept("SELECT pg_catalog.max(lease_token)"
+	relay_plans.group_tokens = eo_prepare_kept("SELECT pg_catalog.max(lease_token)"
 										 " FROM eo_internal.eo_outbox_slots"
 										 " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2",
 										 2, group_types);
-	plans.ready = true;
+	relay_plans.ready = true;
 }
 
 /*
@@ -387,7 +312,7 @@ eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, const char *gr
 	prepare_plans();
 	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(grp);
-	if (SPI_execute_plan(plans.group, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_plan(relay_plans.group, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "eo: group lookup failed");
 	if (SPI_processed != 1)
 		ereport(ERROR,
@@ -414,20 +339,14 @@ eo_relay_end(EoRelayCall *call)
 }
 
 /* Act as the caller of this relay call until eo_restore_identity(owner). */
-static void
-as_caller(EoRelayCall *call, EoIdentity *owner)
+void
+relay_as_caller(EoRelayCall *call, EoIdentity *owner)
 {
 	GetUserIdAndSecContext(&owner->userid, &owner->sec_context);
 	owner->guc_level = 0;		/* the settings stay as eo_relay_begin pinned them */
 	SetUserIdAndSecContext(call->caller.userid, call->caller.sec_context);
 }
 
-/*
- * What a page statement returns of each event (%s: the slot expression),
- * the columns of eo_relay_fetch after lease_token: check_page_columns.
- */
-#define PAGE_COLUMNS \
-	"%s, e.seq, e.id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers, e.created_at"
 
 /*
  * The page statement: it names the outbox's view in eo_internal, so it is
@@ -525,8 +444,8 @@ read_old_section(HeapTuple tup, TupleDesc desc, Slot *s)
 	}
 }
 
-static void
-read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
+void
+relay_read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
 {
 	bool		isnull;
 	Datum		d;
@@ -715,8 +634,8 @@ write_slot_in_place(const Slot *s, const Datum *values, const char *nulls)
 	CommandCounterIncrement();
 }
 
-static void
-write_slot(const char *outbox, const char *grp, const Slot *s)
+void
+relay_write_slot(const char *outbox, const char *grp, const Slot *s)
 {
 	Datum		values[SLOT_NCOLS];
 	char		nulls[SLOT_NCOLS];
@@ -728,17 +647,17 @@ write_slot(const char *outbox, const char *grp, const Slot *s)
 		write_slot_in_place(s, values, nulls);
 		return;
 	}
-	rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
+	rc = SPI_execute_plan(relay_plans.update, values, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "eo: slot update failed: %s", SPI_result_code_string(rc));
 }
 
 /* The rows of n slots, each locked. */
-static void
-write_slots(const char *outbox, const char *grp, const Slot *slots, int n)
+void
+relay_write_slots(const char *outbox, const char *grp, const Slot *slots, int n)
 {
 	for (int i = 0; i < n; i++)
-		write_slot(outbox, grp, &slots[i]);
+		relay_write_slot(outbox, grp, &slots[i]);
 }
 
 /*
@@ -754,98 +673,6 @@ eo_relay_holder_gone(int32 pid)
 	return pid != 0 && pid != MyProcPid && BackendPidGetProc(pid) == NULL;
 }
 
-static bool
-lease_free(const Slot *s, TimestampTz now)
-{
-	return !s->leased || s->lease_expires_at <= now || eo_relay_holder_gone(s->holder_pid);
-}
-
-/*
- * The group's slots, unlocked, oldest-served first (in SPI's memory until
- * eo_relay_end).  A fetch locks only the slots it will serve: one that is
- * caught up costs a read, no lock, no WAL.
- */
-static SPITupleTable *
-read_candidates(EoOutbox *ob, const char *grp, uint64 *n)
-{
-	Datum		values[2];
-	int			rc;
-
-	values[0] = CStringGetTextDatum(ob->name);
-	values[1] = CStringGetTextDatum(grp);
-	rc = SPI_execute_plan(plans.candidates, values, NULL, false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot scan failed: %s", SPI_result_code_string(rc));
-	*n = SPI_processed;
-	return SPI_tuptable;
-}
-
-/*
- * Lock slot c->slot and read it into *s, if its lease is still as c saw
- * it (free); false if another relay took or holds it meanwhile.
- */
-static bool
-lock_slot(EoOutbox *ob, const char *grp, const Slot *c, Slot *s)
-{
-	Datum		values[6];
-	int			rc;
-
-	values[0] = CStringGetTextDatum(ob->name);
-	values[1] = CStringGetTextDatum(grp);
-	values[2] = Int32GetDatum(c->slot);
-	values[3] = Int64GetDatum(c->has_token ? c->lease_token : 0);
-	values[4] = TimestampTzGetDatum(c->leased ? c->lease_expires_at : DT_NOBEGIN);
-	values[5] = Int32GetDatum(c->holder_pid);	/* as stored, leased or not */
-	rc = SPI_execute_plan(plans.lock, values, NULL, false, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot lock failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
-		return false;
-	read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
-	eo_cluster_check_slot(s->sysid, ob->name);
-	return true;
-}
-
-/*
- * Lock the n slots c[] whose leases are still as read (lock_slot's test
- * for each, in one statement): those locked into s[], in c's order.
- * Returns how many.
- */
-static int
-lock_slots(EoOutbox *ob, const char *grp, const Slot *c, int n, Slot *s)
-{
-	Datum	   *slots = palloc(sizeof(Datum) * n);
-	Datum	   *tokens = palloc(sizeof(Datum) * n);
-	Datum	   *expires = palloc(sizeof(Datum) * n);
-	Datum	   *pids = palloc(sizeof(Datum) * n);
-	Datum		values[6];
-	int			rc;
-
-	for (int i = 0; i < n; i++)
-	{
-		slots[i] = Int32GetDatum(c[i].slot);
-		tokens[i] = Int64GetDatum(c[i].has_token ? c[i].lease_token : 0);
-		expires[i] = TimestampTzGetDatum(c[i].leased ? c[i].lease_expires_at : DT_NOBEGIN);
-		pids[i] = Int32GetDatum(c[i].holder_pid);
-	}
-	values[0] = CStringGetTextDatum(ob->name);
-	values[1] = CStringGetTextDatum(grp);
-	values[2] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-	values[3] = PointerGetDatum(construct_array(tokens, n, INT8OID, sizeof(int64),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[4] = PointerGetDatum(construct_array(expires, n, TIMESTAMPTZOID, sizeof(TimestampTz),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[5] = PointerGetDatum(construct_array(pids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-	rc = SPI_execute_plan(plans.lock_many, values, NULL, false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot lock failed: %s", SPI_result_code_string(rc));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
-		eo_cluster_check_slot(s[i].sysid, ob->name);
-	}
-	return (int) SPI_processed;
-}
 
 /* The highest token the group's slots hold (0 if none). */
 static int64
@@ -857,114 +684,15 @@ group_max_token(EoRelayCall *call)
 
 	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(call->grp);
-	if (SPI_execute_plan(plans.group_tokens, values, NULL, true, 1) != SPI_OK_SELECT ||
+	if (SPI_execute_plan(relay_plans.group_tokens, values, NULL, true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "eo: group token lookup failed");
 	max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(max);
 }
 
-/* ---- the cut: a new snapshot S with hi(S) and the next txid ---- */
-
-typedef struct Cut
-{
-	Datum		snap;
-	FullTransactionId xmin;
-	int64		hi;
-	FullTransactionId next_xid;
-} Cut;
-
-/*
- * The bounds rely on seq being drawn in time order across backends, which
- * a sequence cache breaks: refuse rather than skip events.
- */
-static void
-check_seq_cache(EoOutbox *ob)
-{
-	HeapTuple	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(ob->seqid));
-	int64		cache;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "eo: cache lookup failed for sequence %u", ob->seqid);
-	cache = ((Form_pg_sequence) GETSTRUCT(tup))->seqcache;
-	ReleaseSysCache(tup);
-	if (cache != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the seq column of outbox \"%s\" has a sequence cache of " INT64_FORMAT,
-						ob->name, cache),
-				 errdetail("Events could be skipped: the relay needs seq values drawn in time order."),
-				 errhint("ALTER SEQUENCE %s CACHE 1", get_rel_name(ob->seqid))));
-}
-
-static void
-take_cut(EoOutbox *ob, Cut *cut)
-{
-	Datum		values[1];
-	bool		isnull;
-	Datum		hi;
-	int			rc;
-
-	check_seq_cache(ob);
-
-	values[0] = ObjectIdGetDatum(ob->seqid);
-	rc = SPI_execute_plan(plans.cut, values, NULL, false, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "eo: snapshot failed: %s", SPI_result_code_string(rc));
-	cut->snap = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	cut->xmin = DatumGetFullTransactionId(SPI_getbinval(SPI_tuptable->vals[0],
-														SPI_tuptable->tupdesc, 2, &isnull));
-	hi = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
-	cut->hi = isnull ? 0 : DatumGetInt64(hi);
-	/* Read after hi: every txid from here on draws seqs above hi. */
-	cut->next_xid = ReadNextFullTransactionId();
-}
-
-/* lo(S): see the comment at the top of this file. */
-static int64
-lower_bound(const Slot *s, FullTransactionId xmin)
-{
-	int64		lo = s->pos_lo;
-
-	for (int i = 0; i < s->nhist; i++)
-	{
-		if (FullTransactionIdPrecedesOrEquals(s->hist_xid[i], xmin) &&
-			s->hist_seq[i] + 1 > lo)
-			lo = s->hist_seq[i] + 1;
-	}
-	return lo;
-}
-
-static void
-remember(Slot *s, const Cut *cut)
-{
-	if (s->nhist == HIST)
-	{
-		memmove(&s->hist_xid[0], &s->hist_xid[1], sizeof(FullTransactionId) * (HIST - 1));
-		memmove(&s->hist_seq[0], &s->hist_seq[1], sizeof(int64) * (HIST - 1));
-		s->nhist--;
-	}
-	s->hist_xid[s->nhist] = cut->next_xid;
-	s->hist_seq[s->nhist] = cut->hi;
-	s->nhist++;
-}
-
 /* ---- one page of a batch, straight into the function's result ---- */
 
-typedef struct PageReceiver
-{
-	DestReceiver pub;
-	Tuplestorestate *store;
-	TupleDesc	desc;			/* eo_relay_fetch's result */
-	Oid			token_seq;
-	int64		token_group;	/* the group's id, shifted into place */
-	int32		max;
-	bool		count_only;		/* count and find the last seq, return nothing */
-	int32		count;
-	bool		more;			/* a row past max exists */
-	int64		token;			/* drawn at the first row */
-	int64		last_seq;
-} PageReceiver;
 
 static bool
 page_receive(TupleTableSlot *slot, DestReceiver *self)
@@ -1002,8 +730,8 @@ page_receive(TupleTableSlot *slot, DestReceiver *self)
  * page_receive copies the values into eo_relay_fetch's result as they
  * are, so the page statement must yield exactly those types.
  */
-static void
-check_page_columns(TupleDesc typeinfo, int first)
+void
+relay_check_page_columns(TupleDesc typeinfo, int first)
 {
 	static const Oid types[9] = {INT4OID, INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID,
 	JSONBOID, JSONBOID, TIMESTAMPTZOID};
@@ -1022,7 +750,7 @@ check_page_columns(TupleDesc typeinfo, int first)
 static void
 page_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
-	check_page_columns(typeinfo, 0);
+	relay_check_page_columns(typeinfo, 0);
 }
 
 static void
@@ -1039,8 +767,8 @@ page_destroy(DestReceiver *self)
  * Events of slot s with lower < seq <= upper, invisible in P and visible
  * in S, in seq order: at most r->max of them into the result.
  */
-static int32
-run_statement(EoRelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
+int32
+relay_run_statement(EoRelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
 			  const Datum *values, const bool *nulls, PageReceiver *r)
 {
 	EoIdentity	owner;
@@ -1065,7 +793,7 @@ run_statement(EoRelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
 	options.read_only = false;	/* a snapshot newer than S: sees all of it */
 	options.dest = &r->pub;
 	pinned = eo_plan_ready(plan);	/* as the owner: it names eo_internal */
-	as_caller(call, &owner);
+	relay_as_caller(call, &owner);
 	rc = SPI_execute_plan_extended(plan, &options);
 	eo_restore_identity(&owner);
 	eo_unpin(pinned);
@@ -1079,8 +807,8 @@ run_statement(EoRelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
  * Events of slot s with lower < seq <= upper, invisible in P and visible
  * in S, in seq order: at most r->max of them into the result.
  */
-static int32
-run_page(EoRelayCall *call, const Slot *s, int64 lower, int64 upper,
+int32
+relay_run_page(EoRelayCall *call, const Slot *s, int64 lower, int64 upper,
 		 Datum p_snap, Datum s_snap, PageReceiver *r)
 {
 	Oid			types[6] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID};
@@ -1094,7 +822,7 @@ run_page(EoRelayCall *call, const Slot *s, int64 lower, int64 upper,
 	values[4] = s_snap;
 	values[5] = Int64GetDatum((int64) r->max + 1);
 	prepare_page_plan(call->ob);
-	return run_statement(call, call->ob->page_plan, 6, types, values, nulls, r);
+	return relay_run_statement(call, call->ob->page_plan, 6, types, values, nulls, r);
 }
 
 /*
@@ -1103,8 +831,8 @@ run_page(EoRelayCall *call, const Slot *s, int64 lower, int64 upper,
  * All of them committed before the dump, so no snapshot of this cluster
  * is involved.  If none is left the section is closed (false).
  */
-static int32
-run_old_page(EoRelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
+int32
+relay_run_old_page(EoRelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
 {
 	Oid			types[7] = {INT4OID, INT8OID, INT8OID, PG_SNAPSHOTOID, INT8OID,
 	PG_SNAPSHOTOID, INT8OID};
@@ -1135,71 +863,19 @@ run_old_page(EoRelayCall *call, const Slot *s, int64 upper, PageReceiver *r)
 													" ORDER BY e.seq LIMIT $7", slot, call->ob->view_name, slot),
 											 7, (Oid *) types);
 	}
-	return run_statement(call, call->ob->old_plan, 7, types, values, nulls, r);
+	return relay_run_statement(call, call->ob->old_plan, 7, types, values, nulls, r);
 }
 
-static bool
-serve_old(EoRelayCall *call, Slot *s, PageReceiver *r)
-{
-	if (run_old_page(call, s, s->old_hi, r) > 0)
-		return true;
-	s->has_old = false;
-	return false;
-}
-
-/* ---- eo_relay_fetch ---- */
-
-/*
- * Hand out the rest of a batch: the page after the last acknowledged one.
- * Returns false (and closes the batch) if nothing is left of it.
- */
-static int64
-batch_lower(const Slot *s)
+/* The first seq after which the rest of the slot's batch lies. */
+int64
+relay_batch_lower(const Slot *s)
 {
 	return s->has_acked ? s->acked_seq : s->pos_lo - 1;
 }
 
-static bool
-serve_batch(EoRelayCall *call, Slot *s, PageReceiver *r)
-{
-	if (run_page(call, s, batch_lower(s), s->batch_hi, s->pos_snap, s->batch_snap, r) > 0)
-		return true;
-	s->pos_snap = s->batch_snap;
-	s->pos_lo = s->batch_lo;
-	s->has_batch = false;
-	s->has_acked = false;
-	return false;
-}
-
-/*
- * Start a batch (P, S] for a slot with none.  If it is empty, the slot
- * moves to S at once and false is returned.
- */
-static bool
-start_batch(EoRelayCall *call, Slot *s, const Cut *cut, PageReceiver *r)
-{
-	int64		lo = lower_bound(s, cut->xmin);
-	bool		found;
-
-	found = run_page(call, s, s->pos_lo - 1, cut->hi, s->pos_snap, cut->snap, r) > 0;
-	remember(s, cut);
-	if (!found)
-	{
-		s->pos_snap = cut->snap;
-		s->pos_lo = lo;
-		return false;
-	}
-	s->has_batch = true;
-	s->batch_snap = cut->snap;
-	s->batch_hi = cut->hi;
-	s->batch_lo = lo;
-	s->has_acked = false;
-	return true;
-}
-
 /* A receiver of page rows, into `store` (NULL: count only). */
-static void
-init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max)
+void
+relay_init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max)
 {
 	memset(r, 0, sizeof(*r));
 	r->pub.receiveSlot = page_receive;
@@ -1211,704 +887,6 @@ init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max
 	r->desc = desc;
 	r->count_only = store == NULL;
 	r->max = max;
-}
-
-/*
- * The probe statement: of the slots given ($1, with $2 = pos_lo - 1 and
- * $3 = pos_snap each), those with an event between their position and
- * the snapshot $5 (seq <= $4).  A LATERAL subquery with LIMIT 1 per slot,
- * so that the executor starts once for all slots and each slot costs one
- * index probe per partition.  Prepared as the owner (it names the view in
- * eo_internal), run as the caller, like the page statement.
- */
-static void
-prepare_probe_plan(EoOutbox *ob)
-{
-	Oid			types[5] = {INT4ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID, INT8OID, PG_SNAPSHOTOID};
-	char	   *slot;
-
-	if (ob->probe_plan != NULL)
-		return;
-	slot = eo_ob_slot_expr(ob, "e");
-	ob->probe_plan = eo_prepare_kept(psprintf(
-											"SELECT p.slot FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
-											" pg_catalog.unnest($3)) AS p(slot, lo, snap)"
-											" CROSS JOIN LATERAL (SELECT FROM %s e"
-											"  WHERE %s OPERATOR(pg_catalog.=) p.slot"
-											"  AND e.seq OPERATOR(pg_catalog.>) p.lo AND e.seq OPERATOR(pg_catalog.<=) $4"
-											"  AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, p.snap)"
-											"  AND pg_catalog.pg_visible_in_snapshot(e.txid, $5) LIMIT 1) x",
-											ob->view_name, slot),
-									 5, types);
-}
-
-/*
- * Which of the n candidate slots c[] might have something to hand out
- * (work[i]): a batch or an earlier cluster's events in progress, or an
- * event committed between its position and a snapshot taken now (after
- * the slots were read, so newer than what was read; start_batch takes its
- * own after the lock).  No false "no" as of that snapshot: a position read
- * can only be older than the slot's, which shows more events, not fewer.
- * Slots whose lease is not free are left out (false).
- */
-static void
-probe_slots(EoRelayCall *call, const Slot *c, int n, TimestampTz now, bool *work)
-{
-	Datum	   *slots = palloc(sizeof(Datum) * n);
-	Datum	   *los = palloc(sizeof(Datum) * n);
-	Datum	   *snaps = palloc(sizeof(Datum) * n);
-	int			nprobe = 0;
-	Cut			cut;
-	Datum		values[5];
-	Oid			types[5] = {INT4ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID, INT8OID, PG_SNAPSHOTOID};
-	bool		nulls[5] = {false, false, false, false, false};
-	EoIdentity	owner;
-	ParamListInfo params = makeParamList(5);
-	SPIExecuteOptions options;
-	int			pinned;
-	int			rc;
-
-	for (int i = 0; i < n; i++)
-	{
-		work[i] = lease_free(&c[i], now) && (c[i].has_old || c[i].has_batch);
-		if (!lease_free(&c[i], now) || work[i])
-			continue;
-		slots[nprobe] = Int32GetDatum(c[i].slot);
-		los[nprobe] = Int64GetDatum(c[i].pos_lo - 1);
-		snaps[nprobe] = c[i].pos_snap;
-		nprobe++;
-	}
-	if (nprobe == 0)
-		return;
-	take_cut(call->ob, &cut);
-	values[0] = PointerGetDatum(construct_array(slots, nprobe, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-	values[1] = PointerGetDatum(construct_array(los, nprobe, INT8OID, sizeof(int64),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[2] = PointerGetDatum(construct_array(snaps, nprobe, PG_SNAPSHOTOID, -1, false, TYPALIGN_DOUBLE));
-	values[3] = Int64GetDatum(cut.hi);
-	values[4] = cut.snap;
-	for (int i = 0; i < 5; i++)
-	{
-		params->params[i].value = values[i];
-		params->params[i].isnull = nulls[i];
-		params->params[i].pflags = PARAM_FLAG_CONST;
-		params->params[i].ptype = types[i];
-	}
-	prepare_probe_plan(call->ob);
-	memset(&options, 0, sizeof(options));
-	options.params = params;
-	options.read_only = false;
-	pinned = eo_plan_ready(call->ob->probe_plan);	/* as the owner: it names eo_internal */
-	as_caller(call, &owner);
-	rc = SPI_execute_plan_extended(call->ob->probe_plan, &options);
-	eo_restore_identity(&owner);
-	eo_unpin(pinned);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot probe failed: %s", SPI_result_code_string(rc));
-	eo_ob_check_plan(call->ob, call->ob->probe_plan);
-	for (uint64 j = 0; j < SPI_processed; j++)
-	{
-		bool		isnull;
-		int32		slot = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1, &isnull));
-
-		for (int i = 0; i < n; i++)
-			if (c[i].slot == slot)
-				work[i] = true;
-	}
-}
-
-/*
- * Slot s handed out a page of count events (none: nothing was left),
- * the last with seq last_seq, more of them behind it if `more`, under
- * lease token `token`: its page and lease columns.
- */
-static void
-record_page(Slot *s, int32 count, int64 last_seq, bool more, int64 token, TimestampTz now,
-			int64 lease_usecs, bool session_lease)
-{
-	s->has_fetched = true;
-	s->fetched_at = now;
-	if (count > 0)
-	{
-		/* A page not acknowledged comes back first, same events first. */
-		if (s->page_state == PAGE_OUT || s->page_state == PAGE_RELEASED)
-			s->redelivered_events += Min(count, s->page_count);
-		s->fetched_events += count;
-		s->page_state = PAGE_OUT;
-		s->page_end = last_seq;
-		s->page_last = !more;
-		s->page_count = count;
-		s->has_token = true;
-		s->lease_token = token;
-		s->leased = true;
-		s->lease_expires_at = now + lease_usecs;
-		s->holder_pid = session_lease ? MyProcPid : 0;
-	}
-	else if (s->page_state == PAGE_OUT)
-		s->page_state = PAGE_RELEASED;	/* an expired lease, nothing left */
-}
-
-/*
- * Serve the locked slot s: its next page into the result (true), or
- * nothing if it has nothing left; its row is written either way.
- * *complete says whether the slot is left with nothing that committed
- * before this fetch's snapshots: only a batch started now, after the
- * doorbell was read, and handed out to its end is (one that began in an
- * earlier fetch ends at that fetch's snapshot).
- */
-static bool
-serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 lease_usecs,
-		   bool session_lease, bool *complete)
-{
-	EoOutbox   *ob = call->ob;
-	Cut			cut;
-	bool		served;
-
-	CHECK_FOR_INTERRUPTS();
-	*complete = false;
-	s->page_old = s->has_old && serve_old(call, s, r);
-	if (s->page_old)
-		served = true;
-	else if (s->has_batch)
-		served = serve_batch(call, s, r);
-	else
-	{
-		/*
-		 * The snapshot is taken after the slot is locked, for each slot: one
-		 * taken earlier in this call (for another slot) can be older than
-		 * the position another relay acknowledged for this slot meanwhile,
-		 * and moving the slot to it would hand the events in between out
-		 * again.
-		 */
-		take_cut(ob, &cut);
-		served = start_batch(call, s, &cut, r);
-		*complete = !served || !r->more;
-	}
-	record_page(s, served ? r->count : 0, r->last_seq, r->more, r->token, now, lease_usecs,
-				session_lease);
-	write_slot(ob->name, call->grp, s);
-	return served;
-}
-
-/* ---- several slots served at once ---- */
-
-/* What one slot of a fetch served together got. */
-typedef struct SlotPage
-{
-	int32		count;
-	bool		more;
-	int64		token;			/* drawn at its first row */
-	int64		last_seq;
-} SlotPage;
-
-/* A receiver of several slots' pages: each row starts with its slot's ordinal. */
-typedef struct PagesReceiver
-{
-	PageReceiver page;			/* first: the DestReceiver, result and tokens */
-	SlotPage   *pages;			/* by ordinal - 1 */
-	int			n;
-	int			stopped_at;		/* ordinal where max_events was reached, else n + 1 */
-	int32		total;
-	int64		last_ord;
-} PagesReceiver;
-
-static bool
-pages_receive(TupleTableSlot *slot, DestReceiver *self)
-{
-	PagesReceiver *m = (PagesReceiver *) self;
-	PageReceiver *r = &m->page;
-	Datum		values[10];
-	bool		nulls[10];
-	int64		ord;
-	int64		seq;
-	SlotPage   *pg;
-
-	slot_getallattrs(slot);
-	ord = DatumGetInt64(slot->tts_values[0]);
-	seq = DatumGetInt64(slot->tts_values[2]);
-	/* The nested loop yields slot by slot, each in seq order: checked, not assumed. */
-	if (ord < m->last_ord || ord < 1 || ord > m->n ||
-		(m->pages[ord - 1].count > 0 && seq <= m->pages[ord - 1].last_seq))
-		elog(ERROR, "eo: the pages of a fetch came out of order");
-	m->last_ord = ord;
-	pg = &m->pages[ord - 1];
-	if (m->total >= r->max)
-	{
-		m->stopped_at = (int) ord;
-		pg->more = pg->count > 0;
-		return false;			/* stop the scan */
-	}
-	if (pg->count == 0)
-		pg->token = r->token_group |
-			(nextval_internal(r->token_seq, false) & TOKEN_COUNTER_MASK);
-	values[0] = Int64GetDatum(pg->token);
-	nulls[0] = false;
-	memcpy(&values[1], &slot->tts_values[1], sizeof(Datum) * 9);
-	memcpy(&nulls[1], &slot->tts_isnull[1], sizeof(bool) * 9);
-	tuplestore_putvalues(r->store, r->desc, values, nulls);
-	pg->last_seq = seq;
-	pg->count++;
-	m->total++;
-	return true;
-}
-
-static void
-pages_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
-{
-	if (typeinfo->natts < 1 || TupleDescAttr(typeinfo, 0)->atttypid != INT8OID)
-		elog(ERROR, "eo: the pages statement does not start with the slot's ordinal");
-	check_page_columns(typeinfo, 1);
-}
-
-/*
- * The pages statement: for slot i of the arrays, the events with
- * lo[i] < seq <= hi[i], invisible in ps[i] and visible in ss[i], in seq
- * order, at most $6; the first slot's rows first, each after its slot's
- * ordinal.  One executor start for all the slots of a fetch, and a rescan
- * per slot; prepared as the owner, run as the caller, like the page
- * statement.
- */
-static void
-prepare_pages_plan(EoOutbox *ob)
-{
-	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
-	PG_SNAPSHOTARRAYOID, INT8OID};
-	char	   *slot;
-
-	if (ob->pages_plan != NULL)
-		return;
-	slot = eo_ob_slot_expr(ob, "e");
-	ob->pages_plan = eo_prepare_kept(psprintf(
-											"SELECT p.ord, x.* FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
-											" pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5))"
-											" WITH ORDINALITY AS p(slot, lo, hi, ps, ss, ord)"
-											" CROSS JOIN LATERAL (SELECT " PAGE_COLUMNS " FROM %s e"
-											"  WHERE %s OPERATOR(pg_catalog.=) p.slot"
-											"  AND e.seq OPERATOR(pg_catalog.>) p.lo AND e.seq OPERATOR(pg_catalog.<=) p.hi"
-											"  AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, p.ps)"
-											"  AND pg_catalog.pg_visible_in_snapshot(e.txid, p.ss)"
-											"  ORDER BY e.seq LIMIT $6) x",
-											slot, ob->view_name, slot),
-									 6, types);
-}
-
-static Datum
-int8_array(const int64 *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * n);
-
-	for (int i = 0; i < n; i++)
-		d[i] = Int64GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-										   TYPALIGN_DOUBLE));
-}
-
-/* The n slots' pages (bounds lo, hi, P, S each) into m. */
-static void
-run_pages(EoRelayCall *call, const Slot *s, int n, const int64 *lo, const int64 *hi,
-		  const Datum *ps, const Datum *ss, PagesReceiver *m)
-{
-	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
-	PG_SNAPSHOTARRAYOID, INT8OID};
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
-	Datum	   *slots = palloc(sizeof(Datum) * n);
-
-	for (int i = 0; i < n; i++)
-		slots[i] = Int32GetDatum(s[i].slot);
-	values[0] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-	values[1] = int8_array(lo, n);
-	values[2] = int8_array(hi, n);
-	values[3] = PointerGetDatum(construct_array((Datum *) ps, n, PG_SNAPSHOTOID, -1, false,
-												TYPALIGN_DOUBLE));
-	values[4] = PointerGetDatum(construct_array((Datum *) ss, n, PG_SNAPSHOTOID, -1, false,
-												TYPALIGN_DOUBLE));
-	values[5] = Int64GetDatum((int64) m->page.max + 1);
-	m->pages = palloc0(sizeof(SlotPage) * n);
-	m->n = n;
-	m->stopped_at = n + 1;
-	m->total = 0;
-	m->last_ord = 0;
-	m->page.pub.receiveSlot = pages_receive;
-	m->page.pub.rStartup = pages_startup;
-	prepare_pages_plan(call->ob);
-	(void) run_statement(call, call->ob->pages_plan, 6, types, values, nulls, &m->page);
-}
-
-/*
- * After run_pages: slot s, the ordinal-th served together, moves as
- * serve_batch or start_batch would move it.  *complete as in serve_slot.
- */
-static void
-move_slot(Slot *s, const SlotPage *pg, const Cut *cut, bool *complete)
-{
-	s->page_old = false;		/* no earlier cluster's section (serve_together) */
-	if (s->has_batch)
-	{
-		/* the rest of a batch: nothing left closes it (serve_batch) */
-		if (pg->count == 0)
-		{
-			s->pos_snap = s->batch_snap;
-			s->pos_lo = s->batch_lo;
-			s->has_batch = false;
-			s->has_acked = false;
-		}
-		*complete = false;
-		return;
-	}
-	/* a new batch (P, S] (start_batch) */
-	{
-		int64		lo = lower_bound(s, cut->xmin);
-
-		remember(s, cut);
-		if (pg->count == 0)
-		{
-			s->pos_snap = cut->snap;
-			s->pos_lo = lo;
-		}
-		else
-		{
-			s->has_batch = true;
-			s->batch_snap = cut->snap;
-			s->batch_hi = cut->hi;
-			s->batch_lo = lo;
-			s->has_acked = false;
-		}
-		*complete = !pg->more;
-	}
-}
-
-/*
- * Serve the n locked slots s[] together (none with an earlier cluster's
- * events), as serve_slot serves one, in three statements for them all:
- * one snapshot S for those starting a batch, taken after they were all
- * locked (see serve_slot); one statement for all their pages, max_events
- * shared in s's order; one UPDATE of their rows.  A slot the pages did
- * not reach (max_events was reached first) is left as it was.  Returns
- * the events handed out; adds the slots with a page to *served; clears
- * *drained as serve_slot's *complete would.
- */
-static int32
-serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
-			int64 lease_usecs, bool session_lease, int32 *served, bool *drained)
-{
-	PagesReceiver m;
-	Cut			cut;
-	int64	   *lo = palloc(sizeof(int64) * n);
-	int64	   *hi = palloc(sizeof(int64) * n);
-	Datum	   *ps = palloc(sizeof(Datum) * n);
-	Datum	   *ss = palloc(sizeof(Datum) * n);
-	int			written = 0;
-
-	memset(&cut, 0, sizeof(cut));
-	for (int i = 0; i < n; i++)
-		if (!s[i].has_batch)
-		{
-			take_cut(call->ob, &cut);
-			break;
-		}
-	for (int i = 0; i < n; i++)
-	{
-		lo[i] = s[i].has_batch ? batch_lower(&s[i]) : s[i].pos_lo - 1;
-		hi[i] = s[i].has_batch ? s[i].batch_hi : cut.hi;
-		ps[i] = s[i].pos_snap;
-		ss[i] = s[i].has_batch ? s[i].batch_snap : cut.snap;
-	}
-	m.page = *r;
-	run_pages(call, s, n, lo, hi, ps, ss, &m);
-	for (int i = 0; i < n; i++)
-	{
-		const SlotPage *pg = &m.pages[i];
-		bool		complete;
-
-		if (i + 1 > m.stopped_at || (i + 1 == m.stopped_at && pg->count == 0))
-		{
-			*drained = false;	/* not reached */
-			continue;
-		}
-		move_slot(&s[i], pg, &cut, &complete);
-		*drained = *drained && complete;
-		record_page(&s[i], pg->count, pg->last_seq, pg->more, pg->token, now, lease_usecs,
-					session_lease);
-		*served += pg->count > 0 ? 1 : 0;
-		s[written++] = s[i];
-	}
-	write_slots(call->ob->name, call->grp, s, written);
-	return m.total;
-}
-
-static bool
-check_flag(FunctionCallInfo fcinfo, int arg, const char *what)
-{
-	if (PG_ARGISNULL(arg))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return PG_GETARG_BOOL(arg);
-}
-
-static int32
-check_count(FunctionCallInfo fcinfo, int arg, const char *what, int32 max)
-{
-	if (PG_ARGISNULL(arg) || PG_GETARG_INT32(arg) < 1 || PG_GETARG_INT32(arg) > max)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be between 1 and %d", what, max)));
-	return PG_GETARG_INT32(arg);
-}
-
-/* What a fetch asked for. */
-typedef struct FetchArgs
-{
-	int32		max_events;
-	int32		want;			/* slots */
-	int64		lease_usecs;
-	bool		session_lease;
-	TimestampTz now;
-} FetchArgs;
-
-/*
- * Serve the n candidate slots c[] with work[] together: lock them all,
- * serve those locked (serve_slots).  Returns whether the fetch handed out
- * everything committed before it (see eo_relay_fetch).
- */
-static bool
-fetch_together(EoRelayCall *call, const Slot *c, const bool *work, int n, PageReceiver *r,
-			   const FetchArgs *a)
-{
-	Slot	   *pick = palloc(sizeof(Slot) * Max(n, 1));
-	Slot	   *locked = palloc(sizeof(Slot) * Max(n, 1));
-	int			npick = 0;
-	int			nlocked;
-	int32		served = 0;
-	bool		drained = true;
-
-	for (int i = 0; i < n; i++)
-		if (work[i])
-			pick[npick++] = c[i];
-	/* a slot another relay locked now is that relay's to serve */
-	nlocked = npick > 0 ? lock_slots(call->ob, call->grp, pick, npick, locked) : 0;
-	r->max = a->max_events;
-	if (nlocked > 0)
-		(void) serve_slots(call, locked, nlocked, r, a->now, a->lease_usecs, a->session_lease,
-						   &served, &drained);
-	return drained;
-}
-
-/* The same, slot by slot (serve_slot), up to `want` slots with a page. */
-static bool
-fetch_one_by_one(EoRelayCall *call, const Slot *c, const bool *work, int n, PageReceiver *r,
-				 const FetchArgs *a)
-{
-	int32		served = 0;
-	int32		events = 0;
-	bool		drained = true;
-
-	for (int i = 0; i < n; i++)
-	{
-		Slot		s;
-		bool		complete;
-
-		if (!work[i])
-			continue;
-		if (served >= a->want || events >= a->max_events)
-			return false;		/* a slot with work left for the next fetch */
-		/* a slot another relay locked now is that relay's to serve */
-		if (!lock_slot(call->ob, call->grp, &c[i], &s))
-			continue;
-		r->max = a->max_events - events;
-		if (serve_slot(call, &s, r, a->now, a->lease_usecs, a->session_lease, &complete))
-		{
-			served++;
-			events += r->count;
-		}
-		drained = drained && complete;
-	}
-	return drained;
-}
-
-/*
- * Can the slots with work be served together (serve_slots)?  If they are
- * no more than `want` (each gets its page: one that turns out empty does
- * not take another's turn) and none has an earlier cluster's events.
- */
-static bool
-serve_together(const Slot *c, const bool *work, int n, int32 want)
-{
-	int			nwork = 0;
-
-	for (int i = 0; i < n; i++)
-	{
-		if (!work[i])
-			continue;
-		if (c[i].has_old)
-			return false;
-		nwork++;
-	}
-	return nwork <= want;
-}
-
-/*
- * eo_relay_fetch(outbox, consumer_group, max_events, lease [, slots,
- * release_on_disconnect]) returns the next pages of events of up to
- * `slots` (default 1) free slots of the group, at most max_events in all,
- * each slot's events with the lease token that acknowledges them; no rows
- * if every free slot is caught up.  With release_on_disconnect the leases
- * also end when this backend does (the default: only when they expire;
- * a relay that connects per call, or whose connections a pooler or a
- * database setting closes, must not ask for it).  Slots are served oldest-served first; one that turns out to
- * have nothing is passed over without a write.
- */
-Datum
-eo_relay_fetch(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *grp = eo_check_group_name(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
-	int32		max_events = check_count(fcinfo, 2, "max_events", EO_RELAY_MAX_EVENTS);
-	int64		lease_usecs = eo_check_lease(PG_GETARG_DATUM(3), PG_ARGISNULL(3), EO_LEASE_RELAY);
-	int32		want = PG_NARGS() > 4 ? check_count(fcinfo, 4, "slots", EO_OUTBOX_MAX_SLOTS) : 1;
-	bool		session_lease = PG_NARGS() > 5 && check_flag(fcinfo, 5, "release_on_disconnect");
-	EoRelayCall call;
-	EoOutbox   *ob;
-	PageReceiver r;
-	SPITupleTable *candidates;
-	uint64		ncandidates;
-	FetchArgs	fetch = {max_events, want, lease_usecs, session_lease, GetCurrentTimestamp()};
-	bool		drained;
-	Slot	   *c;
-	bool	   *work;
-
-	InitMaterializedSRF(fcinfo, 0);
-
-	eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
-	ob = call.ob;
-
-	/*
-	 * Before any snapshot of this fetch: see outbox_doorbell.c.  Known (so
-	 * that eo_relay_wait may sleep) only once this fetch has handed out
-	 * everything that committed before it was read, at the end.
-	 */
-	ob->bell_seen = eo_doorbell_read(ob->relid);
-	ob->bell_known = false;
-
-	init_receiver(&r, rsinfo->setResult, rsinfo->setDesc, max_events);
-	r.token_seq = eo_ob_token_seq();
-	r.token_group = (int64) call.group_id << TOKEN_GROUP_SHIFT;
-
-	candidates = read_candidates(ob, grp, &ncandidates);
-	c = palloc(sizeof(Slot) * Max(ncandidates, 1));
-	work = palloc(sizeof(bool) * Max(ncandidates, 1));
-	for (uint64 i = 0; i < ncandidates; i++)
-		read_slot(candidates->vals[i], candidates->tupdesc, &c[i]);
-	probe_slots(&call, c, (int) ncandidates, fetch.now, work);
-	if (serve_together(c, work, (int) ncandidates, want))
-		drained = fetch_together(&call, c, work, (int) ncandidates, &r, &fetch);
-	else
-		drained = fetch_one_by_one(&call, c, work, (int) ncandidates, &r, &fetch);
-	ob->bell_known = drained;
-	eo_relay_end(&call);
-	return (Datum) 0;
-}
-
-/*
- * Milliseconds until a lease of the group can be taken over (it expires,
- * or its session is gone): 0 if one can be now, -1 if none is held.
- */
-static int64
-next_takeover_ms(EoRelayCall *call, TimestampTz now)
-{
-	Datum		values[2];
-	int64		best = -1;
-
-	values[0] = CStringGetTextDatum(call->ob->name);
-	values[1] = CStringGetTextDatum(call->grp);
-	if (SPI_execute_plan(plans.candidates, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot scan failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Slot		s;
-		int64		ms;
-
-		read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s);
-		if (!s.leased || s.page_state != PAGE_OUT)
-			continue;
-		ms = lease_free(&s, now) ? 0 : TimestampDifferenceMilliseconds(now, s.lease_expires_at) + 1;
-		if (best < 0 || ms < best)
-			best = ms;
-	}
-	return best;
-}
-
-/* Sleep ms, or less if interrupted (the caller's timeout bounds it). */
-static void
-linger_ms(int64 ms)
-{
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
-	long		left;
-
-	while ((left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline)) > 0)
-	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/*
- * eo_relay_wait(outbox, timeout [, consumer_group, linger]): after a
- * fetch, sleep until a transaction that wrote events into the outbox
- * commits (true) or the timeout ends (false).  Without the preload it
- * sleeps the whole timeout.  It returns true at once if this session
- * never fetched from the outbox, if its last fetch may have left events
- * that committed before it (a page cut short by max_events or slots, or
- * the rest of an earlier batch: see eo_relay_fetch), or if the bell rang
- * since that fetch began: fetch now.  So a relay may wait right after
- * acknowledging a page, without an empty fetch first.
- * With a group, the sleep also ends (true) when one of its leases can be
- * taken over, and after the bell rang it lingers `linger` more, within
- * the timeout, so that the next page holds more than one commit's events
- * (not when the last fetch left events: they are there already).
- */
-Datum
-eo_relay_wait(PG_FUNCTION_ARGS)
-{
-	EoOutbox   *ob;
-	int64		ms;
-	int64		linger = 0;
-	int64		takeover = -1;
-	TimestampTz start = GetCurrentTimestamp();
-	bool		rang;
-
-	ms = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "timeout",
-											 0, USECS_PER_HOUR)) / 1000;
-	if (PG_NARGS() > 2)
-	{
-		char	   *grp = eo_check_group_name(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
-		EoRelayCall call;
-
-		linger = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(3), PG_ARGISNULL(3), "linger",
-													 0, USECS_PER_MINUTE)) / 1000;
-		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
-		ob = call.ob;
-		/* the bell rang already: it lingers below, no lease to wait for */
-		if (ob->bell_known && eo_doorbell_read(ob->relid) == ob->bell_seen)
-			takeover = next_takeover_ms(&call, start);
-		eo_relay_end(&call);
-		if (takeover == 0 || !ob->bell_known)
-			PG_RETURN_BOOL(true);
-	}
-	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
-	if (!ob->bell_known)
-		PG_RETURN_BOOL(true);
-	rang = eo_doorbell_wait(ob->relid, ob->bell_seen,
-							takeover > 0 ? Min(ms, takeover) : ms);
-	if (!rang)
-		PG_RETURN_BOOL(takeover > 0 && takeover <= ms);
-	linger = Min(linger, ms - TimestampDifferenceMilliseconds(start, GetCurrentTimestamp()));
-	if (linger > 0)
-		linger_ms(linger);
-	PG_RETURN_BOOL(true);
 }
 
 /* ---- acknowledging a page: eo_relay_ack, _extend, _release ---- */
@@ -1930,12 +908,12 @@ find_token(EoRelayCall *call, int64 token, Slot *s)
 	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(grp);
 	values[2] = Int64GetDatum(token);
-	rc = SPI_execute_plan(plans.by_token, values, NULL, false, 1);
+	rc = SPI_execute_plan(relay_plans.by_token, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 1)
 	{
-		read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
+		relay_read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
 		eo_cluster_check_slot(s->sysid, call->ob->name);
 		return;
 	}
@@ -2006,11 +984,11 @@ count_page_upto(EoRelayCall *call, const Slot *s, int64 upto, int64 *last)
 {
 	PageReceiver r;
 
-	init_receiver(&r, NULL, NULL, s->page_count);
+	relay_init_receiver(&r, NULL, NULL, s->page_count);
 	if (s->page_old)
-		(void) run_old_page(call, s, Min(upto, s->page_end), &r);
+		(void) relay_run_old_page(call, s, Min(upto, s->page_end), &r);
 	else
-		(void) run_page(call, s, batch_lower(s), Min(upto, s->page_end),
+		(void) relay_run_page(call, s, relay_batch_lower(s), Min(upto, s->page_end),
 						s->pos_snap, s->batch_snap, &r);
 	*last = r.last_seq;
 	return r.count;
@@ -2093,7 +1071,7 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 		if (!partial)
 			end = s->page_end;
 		ack_page(s, count, end, partial);
-		write_slot(t.call.ob->name, t.call.grp, s);
+		relay_write_slot(t.call.ob->name, t.call.grp, s);
 	}
 	else if (s->page_state != PAGE_ACKED)
 		refuse_not_out(s, t.token);
@@ -2114,12 +1092,12 @@ find_tokens(EoRelayCall *call, Datum tokens, int ntokens, Slot *s)
 	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(call->grp);
 	values[2] = tokens;
-	rc = SPI_execute_plan(plans.by_tokens, values, NULL, false, 0);
+	rc = SPI_execute_plan(relay_plans.by_tokens, values, NULL, false, 0);
 	if (rc != SPI_OK_SELECT || SPI_processed > (uint64) ntokens)
 		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
+		relay_read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
 		eo_cluster_check_slot(s[i].sysid, call->ob->name);
 	}
 	return (int) SPI_processed;
@@ -2172,7 +1150,7 @@ eo_relay_ack_pages(PG_FUNCTION_ARGS)
 		{
 			count += s[j].page_count;
 			ack_page(&s[j], s[j].page_count, s[j].page_end, false);
-			write_slot(call.ob->name, call.grp, &s[j]);
+			relay_write_slot(call.ob->name, call.grp, &s[j]);
 		}
 		else if (s[j].page_state != PAGE_ACKED)
 			refuse_not_out(&s[j], token);
@@ -2196,7 +1174,7 @@ eo_relay_extend(PG_FUNCTION_ARGS)
 	t.slot.lease_expires_at = expires;
 	/* a lease that ends with its session now ends with this one */
 	t.slot.holder_pid = t.slot.holder_pid != 0 ? MyProcPid : 0;
-	write_slot(t.call.ob->name, t.call.grp, &t.slot);
+	relay_write_slot(t.call.ob->name, t.call.grp, &t.slot);
 	eo_relay_end(&t.call);
 	PG_RETURN_TIMESTAMPTZ(expires);
 }
@@ -2215,7 +1193,7 @@ eo_relay_release(PG_FUNCTION_ARGS)
 		refuse_not_out(&t.slot, t.token);
 	t.slot.page_state = PAGE_RELEASED;
 	t.slot.leased = false;
-	write_slot(t.call.ob->name, t.call.grp, &t.slot);
+	relay_write_slot(t.call.ob->name, t.call.grp, &t.slot);
 	eo_relay_end(&t.call);
 	PG_RETURN_VOID();
 }
