@@ -206,20 +206,32 @@ relay_outbox(Datum value, bool isnull)
 
 /* ---- plans ---- */
 
+/*
+ * A statement that locks slot rows also checks that the group is still
+ * the one eo_relay_begin looked up and checked the caller's rights on
+ * (its id as parameter n): one its outbox's owner dropped and made again
+ * under the same name since, for another role, has a new id.  Once
+ * locked, the rows cannot be dropped under the call.
+ */
+#define GROUP_STILL(n) \
+	" AND EXISTS (SELECT FROM eo_internal.eo_outbox_groups g" \
+	"  WHERE g.outbox OPERATOR(pg_catalog.=) $1 AND g.name OPERATOR(pg_catalog.=) $2" \
+	"  AND g.id OPERATOR(pg_catalog.=) " n ")"
+
 static void
 prepare_plans(void)
 {
 	Oid			group_types[2] = {TEXTOID, TEXTOID};
-	Oid			lock_types[6] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID};
-	Oid			token_types[3] = {TEXTOID, TEXTOID, INT8OID};
-	Oid			tokens_types[3] = {TEXTOID, TEXTOID, INT8ARRAYOID};
+	Oid			lock_types[7] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID, INT4OID};
+	Oid			token_types[4] = {TEXTOID, TEXTOID, INT8OID, INT4OID};
+	Oid			tokens_types[4] = {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID};
 	Oid			update_types[SLOT_NCOLS];
 	char	   *cols = eo_columns_list(slot_columns, SLOT_NCOLS);
 	/* a slot locked is written in place: its version's ctid comes last */
 	char	   *locked_cols = psprintf("%s, ctid", cols);
 	Oid			cut_types[1] = {REGCLASSOID};
-	Oid			lock_many_types[6] = {TEXTOID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID,
-	TIMESTAMPTZARRAYOID, INT4ARRAYOID};
+	Oid			lock_many_types[7] = {TEXTOID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID,
+	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4OID};
 
 	if (relay_plans.ready)
 		return;
@@ -243,17 +255,18 @@ prepare_plans(void)
 										  " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
 										  " AND coalesce(lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) $5"
 										  " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
-										  " FOR UPDATE SKIP LOCKED", locked_cols),
-								 6, lock_types);
+										  GROUP_STILL("$7") " FOR UPDATE SKIP LOCKED", locked_cols),
+								 7, lock_types);
 	relay_plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
 											  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-											  " AND lease_token OPERATOR(pg_catalog.=) $3 FOR UPDATE", locked_cols),
-									 3, token_types);
+											  " AND lease_token OPERATOR(pg_catalog.=) $3"
+											  GROUP_STILL("$4") " FOR UPDATE", locked_cols),
+									 4, token_types);
 	relay_plans.by_tokens = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
 											   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 											   " AND lease_token OPERATOR(pg_catalog.=) ANY ($3)"
-											   " ORDER BY slot FOR UPDATE", locked_cols),
-									  3, tokens_types);
+											   GROUP_STILL("$4") " ORDER BY slot FOR UPDATE", locked_cols),
+									  4, tokens_types);
 	relay_plans.update = eo_prepare_kept(psprintf("UPDATE eo_internal.eo_outbox_slots SET %s"
 											" WHERE outbox OPERATOR(pg_catalog.=) $%d"
 											" AND grp OPERATOR(pg_catalog.=) $%d"
@@ -272,8 +285,9 @@ prepare_plans(void)
 											   " AND coalesce(s.lease_token, 0) OPERATOR(pg_catalog.=) c.c_token"
 											   " AND coalesce(s.lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) c.c_expires"
 											   " AND coalesce(s.holder_pid, 0) OPERATOR(pg_catalog.=) c.c_pid"
-											   " ORDER BY c.c_ord FOR UPDATE OF s SKIP LOCKED", locked_cols),
-									  6, lock_many_types);
+											   GROUP_STILL("$7") " ORDER BY c.c_ord FOR UPDATE OF s SKIP LOCKED",
+											   locked_cols),
+									  7, lock_many_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -545,29 +559,36 @@ slot_values(const char *outbox, const char *grp, const Slot *s, Datum *values, c
 }
 
 /* Where column i of SLOT_COLUMNS is in eo_outbox_slots (rel), checked. */
+static bool
+slot_column_is(TupleDesc desc, AttrNumber att, int i)
+{
+	Form_pg_attribute a = TupleDescAttr(desc, att - 1);
+
+	return !a->attisdropped && a->atttypid == slot_columns[i].type &&
+		strcmp(NameStr(a->attname), slot_columns[i].name) == 0;
+}
+
 static AttrNumber
 slot_attnum(Relation rel, int i)
 {
 	static Oid	relid = InvalidOid;
-	static int	natts = 0;
 	static AttrNumber attnums[SLOT_NCOLS];
 	TupleDesc	desc = RelationGetDescr(rel);
+	AttrNumber	att = attnums[i];
 
-	if (relid != RelationGetRelid(rel) || natts != desc->natts)
+	/* the remembered position, checked against the table as it is now */
+	if (relid == RelationGetRelid(rel) && att > 0 && att <= desc->natts &&
+		slot_column_is(desc, att, i))
+		return att;
+	for (int j = 0; j < SLOT_NCOLS; j++)
 	{
-		for (int j = 0; j < SLOT_NCOLS; j++)
-		{
-			AttrNumber	att = get_attnum(RelationGetRelid(rel), slot_columns[j].name);
-
-			if (att <= 0 || att > desc->natts ||
-				TupleDescAttr(desc, att - 1)->atttypid != slot_columns[j].type)
-				elog(ERROR, "eo: eo_outbox_slots has no column \"%s\" of type %s",
-					 slot_columns[j].name, format_type_be(slot_columns[j].type));
-			attnums[j] = att;
-		}
-		relid = RelationGetRelid(rel);
-		natts = desc->natts;
+		att = get_attnum(RelationGetRelid(rel), slot_columns[j].name);
+		if (att <= 0 || att > desc->natts || !slot_column_is(desc, att, j))
+			elog(ERROR, "eo: eo_outbox_slots has no column \"%s\" of type %s",
+				 slot_columns[j].name, format_type_be(slot_columns[j].type));
+		attnums[j] = att;
 	}
+	relid = RelationGetRelid(rel);
 	return attnums[i];
 }
 
@@ -902,12 +923,13 @@ static void
 find_token(EoRelayCall *call, int64 token, Slot *s)
 {
 	const char *grp = call->grp;
-	Datum		values[3];
+	Datum		values[4];
 	int			rc;
 
 	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(grp);
 	values[2] = Int64GetDatum(token);
+	values[3] = Int32GetDatum(call->group_id);
 	rc = SPI_execute_plan(relay_plans.by_token, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
@@ -1084,23 +1106,36 @@ eo_relay_ack(PG_FUNCTION_ARGS)
  * s[] (room for ntokens); returns how many.
  */
 static int
-find_tokens(EoRelayCall *call, Datum tokens, int ntokens, Slot *s)
+find_tokens(EoRelayCall *call, Datum tokens, int ntokens, Slot **slots)
 {
-	Datum		values[3];
+	Datum		values[4];
 	int			rc;
+	Slot	   *s;
 
 	values[0] = CStringGetTextDatum(call->ob->name);
 	values[1] = CStringGetTextDatum(call->grp);
 	values[2] = tokens;
+	values[3] = Int32GetDatum(call->group_id);
 	rc = SPI_execute_plan(relay_plans.by_tokens, values, NULL, false, 0);
 	if (rc != SPI_OK_SELECT || SPI_processed > (uint64) ntokens)
 		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
+	/* as many as the group has slots at most, however long the array */
+	*slots = s = palloc(sizeof(Slot) * Max(SPI_processed, 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		relay_read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
 		eo_cluster_check_slot(s[i].sysid, call->ob->name);
 	}
 	return (int) SPI_processed;
+}
+
+static int
+cmp_token(const void *a, const void *b)
+{
+	int64		x = DatumGetInt64(*(const Datum *) a);
+	int64		y = DatumGetInt64(*(const Datum *) b);
+
+	return x < y ? -1 : x > y ? 1 : 0;
 }
 
 /*
@@ -1120,7 +1155,7 @@ eo_relay_ack_pages(PG_FUNCTION_ARGS)
 	Datum	   *tokens;
 	bool	   *tnulls;
 	int			ntokens;
-	Slot	   *s;
+	Slot	   *s = NULL;
 	int			nslots;
 	int32		count = 0;
 	EoRelayCall call;
@@ -1135,13 +1170,16 @@ eo_relay_ack_pages(PG_FUNCTION_ARGS)
 	for (int i = 0; i < ntokens; i++)
 		(void) check_token(tokens[i], tnulls[i]);
 	eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
-	s = palloc(sizeof(Slot) * Max(ntokens, 1));
-	nslots = ntokens > 0 ? find_tokens(&call, PointerGetDatum(arr), ntokens, s) : 0;
+	nslots = ntokens > 0 ? find_tokens(&call, PointerGetDatum(arr), ntokens, &s) : 0;
+	/* each token once: a long array of repeats costs a sort, not a search each */
+	qsort(tokens, ntokens, sizeof(Datum), cmp_token);
 	for (int i = 0; i < ntokens; i++)
 	{
 		int64		token = DatumGetInt64(tokens[i]);
 		int			j = 0;
 
+		if (i > 0 && token == DatumGetInt64(tokens[i - 1]))
+			continue;
 		while (j < nslots && s[j].lease_token != token)
 			j++;
 		if (j == nslots)

@@ -68,13 +68,14 @@ read_candidates(EoOutbox *ob, const char *grp, uint64 *n)
  * it (free); false if another relay took or holds it meanwhile.
  */
 static bool
-lock_slot(EoOutbox *ob, const char *grp, const Slot *c, Slot *s)
+lock_slot(EoRelayCall *call, const Slot *c, Slot *s)
 {
-	Datum		values[6];
+	Datum		values[7];
 	int			rc;
 
-	values[0] = CStringGetTextDatum(ob->name);
-	values[1] = CStringGetTextDatum(grp);
+	values[0] = CStringGetTextDatum(call->ob->name);
+	values[1] = CStringGetTextDatum(call->grp);
+	values[6] = Int32GetDatum(call->group_id);
 	values[2] = Int32GetDatum(c->slot);
 	values[3] = Int64GetDatum(c->has_token ? c->lease_token : 0);
 	values[4] = TimestampTzGetDatum(c->leased ? c->lease_expires_at : DT_NOBEGIN);
@@ -85,7 +86,7 @@ lock_slot(EoOutbox *ob, const char *grp, const Slot *c, Slot *s)
 	if (SPI_processed == 0)
 		return false;
 	relay_read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
-	eo_cluster_check_slot(s->sysid, ob->name);
+	eo_cluster_check_slot(s->sysid, call->ob->name);
 	return true;
 }
 
@@ -95,13 +96,13 @@ lock_slot(EoOutbox *ob, const char *grp, const Slot *c, Slot *s)
  * Returns how many.
  */
 static int
-lock_slots(EoOutbox *ob, const char *grp, const Slot *c, int n, Slot *s)
+lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 {
 	Datum	   *slots = palloc(sizeof(Datum) * n);
 	Datum	   *tokens = palloc(sizeof(Datum) * n);
 	Datum	   *expires = palloc(sizeof(Datum) * n);
 	Datum	   *pids = palloc(sizeof(Datum) * n);
-	Datum		values[6];
+	Datum		values[7];
 	int			rc;
 
 	for (int i = 0; i < n; i++)
@@ -111,8 +112,9 @@ lock_slots(EoOutbox *ob, const char *grp, const Slot *c, int n, Slot *s)
 		expires[i] = TimestampTzGetDatum(c[i].leased ? c[i].lease_expires_at : DT_NOBEGIN);
 		pids[i] = Int32GetDatum(c[i].holder_pid);
 	}
-	values[0] = CStringGetTextDatum(ob->name);
-	values[1] = CStringGetTextDatum(grp);
+	values[0] = CStringGetTextDatum(call->ob->name);
+	values[1] = CStringGetTextDatum(call->grp);
+	values[6] = Int32GetDatum(call->group_id);
 	values[2] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	values[3] = PointerGetDatum(construct_array(tokens, n, INT8OID, sizeof(int64),
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
@@ -125,7 +127,7 @@ lock_slots(EoOutbox *ob, const char *grp, const Slot *c, int n, Slot *s)
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		relay_read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
-		eo_cluster_check_slot(s[i].sysid, ob->name);
+		eo_cluster_check_slot(s[i].sysid, call->ob->name);
 	}
 	return (int) SPI_processed;
 }
@@ -744,7 +746,7 @@ fetch_together(EoRelayCall *call, const Slot *c, const bool *work, int n, PageRe
 		if (work[i])
 			pick[npick++] = c[i];
 	/* a slot another relay locked now is that relay's to serve */
-	nlocked = npick > 0 ? lock_slots(call->ob, call->grp, pick, npick, locked) : 0;
+	nlocked = npick > 0 ? lock_slots(call, pick, npick, locked) : 0;
 	r->max = a->max_events;
 	if (nlocked > 0)
 		(void) serve_slots(call, locked, nlocked, r, a->now, a->lease_usecs, a->session_lease,
@@ -771,7 +773,7 @@ fetch_one_by_one(EoRelayCall *call, const Slot *c, const bool *work, int n, Page
 		if (served >= a->want || events >= a->max_events)
 			return false;		/* a slot with work left for the next fetch */
 		/* a slot another relay locked now is that relay's to serve */
-		if (!lock_slot(call->ob, call->grp, &c[i], &s))
+		if (!lock_slot(call, &c[i], &s))
 			continue;
 		r->max = a->max_events - events;
 		if (serve_slot(call, &s, r, a->now, a->lease_usecs, a->session_lease, &complete))
