@@ -134,6 +134,13 @@ lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 
 /* ---- the cut: a new snapshot S with hi(S) and the next txid ---- */
 
+/*
+ * How far below what its history allows a caught-up slot's lo(P) may lag
+ * before a fetch moves it (probe_slots): seqs that each probe may read
+ * again, against one write per this many seqs drawn.
+ */
+#define LO_SLACK 1000
+
 typedef struct Cut
 {
 	Datum		snap;
@@ -327,11 +334,25 @@ probe_slots(EoRelayCall *call, const Slot *c, int n, TimestampTz now, bool *work
 	int			pinned;
 	int			rc;
 
+	take_cut(call->ob, &cut);
 	for (int i = 0; i < n; i++)
 	{
 		work[i] = lease_free(&c[i], now) && (c[i].has_old || c[i].has_batch);
 		if (!lease_free(&c[i], now) || work[i])
 			continue;
+
+		/*
+		 * A slot caught up since a large batch keeps that batch's lo(P) (its
+		 * history moves only when a batch starts), and the probe would read
+		 * the whole batch again at every fetch.  Once the history allows a lo
+		 * well above it, serve the slot: start_batch moves it to this cut,
+		 * one write, and the probes after it start there.
+		 */
+		if (lower_bound(&c[i], cut.xmin) > c[i].pos_lo + LO_SLACK)
+		{
+			work[i] = true;
+			continue;
+		}
 		slots[nprobe] = Int32GetDatum(c[i].slot);
 		los[nprobe] = Int64GetDatum(c[i].pos_lo - 1);
 		snaps[nprobe] = c[i].pos_snap;
@@ -339,7 +360,6 @@ probe_slots(EoRelayCall *call, const Slot *c, int n, TimestampTz now, bool *work
 	}
 	if (nprobe == 0)
 		return;
-	take_cut(call->ob, &cut);
 	values[0] = PointerGetDatum(construct_array(slots, nprobe, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	values[1] = PointerGetDatum(construct_array(los, nprobe, INT8OID, sizeof(int64),
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
