@@ -94,9 +94,10 @@ my $pgbench = IPC::Run::start(
 
 my (@done_keys, %event_of, %acked, @order_before);
 my $relay_sql = sub {
-	my ($lease) = @_;
+	my ($lease, $max) = @_;
+	$max //= 50;
 	return qq{SELECT string_agg(lease_token || ':' || id || ':' || aggregateid || ':' || seq, ' ')
-FROM eo_relay_fetch('ev', 'g', 50, '$lease', 8, false)};
+FROM eo_relay_fetch('ev', 'g', $max, '$lease', 8, false)};
 };
 # A relay round: fetch a page of every slot, acknowledge them all.
 my $relay_round = sub {
@@ -194,9 +195,10 @@ cmp_ok($late, '<=', 2 + 2,
 # The relay goes on: drain the group on the new primary.
 my (%after, %seq_of_after);
 my @after_order;
-for (1 .. 200)
+# (until caught up: pgbench may have emitted tens of thousands of events)
+for (1 .. 5000)
 {
-	my $page = $new->safe_psql('postgres', $relay_sql->('1 hour'));
+	my $page = $new->safe_psql('postgres', $relay_sql->('1 hour', 1000));
 	my @rows = map { [ split /:/ ] } grep { length } split / /, $page;
 	if (!@rows)
 	{
