@@ -917,7 +917,7 @@ relay_init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int
  * it: stale (55006) if the token was superseded by a newer one, else not
  * a token of this group (55000).
  */
-static void token_missing(EoRelayCall *call, int64 token) pg_attribute_noreturn();
+static void token_missing(EoRelayCall *call, int64 token);
 
 static void
 find_token(EoRelayCall *call, int64 token, Slot *s)
@@ -1183,7 +1183,10 @@ eo_relay_ack_pages(PG_FUNCTION_ARGS)
 		while (j < nslots && s[j].lease_token != token)
 			j++;
 		if (j == nslots)
-			token_missing(&call, token);
+		{
+			token_missing(&call, token);	/* raises an error */
+			pg_unreachable();
+		}
 		if (s[j].page_state == PAGE_OUT)
 		{
 			count += s[j].page_count;

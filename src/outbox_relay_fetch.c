@@ -765,8 +765,13 @@ fetch_together(EoRelayCall *call, const Slot *c, const bool *work, int n, PageRe
 	for (int i = 0; i < n; i++)
 		if (work[i])
 			pick[npick++] = c[i];
-	/* a slot another relay locked now is that relay's to serve */
 	nlocked = npick > 0 ? lock_slots(call, pick, npick, locked) : 0;
+	/*
+	 * A slot another relay's fetch has locked right now may be left to it
+	 * unserved (its max_events ran out first): fetch again, not sleep.
+	 */
+	if (nlocked < npick)
+		drained = false;
 	r->max = a->max_events;
 	if (nlocked > 0)
 		(void) serve_slots(call, locked, nlocked, r, a->now, a->lease_usecs, a->session_lease,
@@ -792,9 +797,12 @@ fetch_one_by_one(EoRelayCall *call, const Slot *c, const bool *work, int n, Page
 			continue;
 		if (served >= a->want || events >= a->max_events)
 			return false;		/* a slot with work left for the next fetch */
-		/* a slot another relay locked now is that relay's to serve */
+		/* locked by another relay's fetch now: it may leave it (see above) */
 		if (!lock_slot(call, &c[i], &s))
+		{
+			drained = false;
 			continue;
+		}
 		r->max = a->max_events - events;
 		if (serve_slot(call, &s, r, a->now, a->lease_usecs, a->session_lease, &complete))
 		{
