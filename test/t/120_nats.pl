@@ -210,8 +210,12 @@ is($rc, 0, 'stream BILLING made');
 
 # ---- two forwarders share the group ------------------------------------
 
+# Both connected before the events come, each taking at most 4 of the 8
+# slots per fetch: one forwarder alone would otherwise drain 400 events
+# before the other starts, and the share test below would fail by timing.
+my @fw = map { eo_nats_start("fw$_.log", {}, @forward, '--max-events', '10', '--slots', '4', '--verbose') } 1 .. 2;
+ok(wait_log("fw$_.log", qr/connected to PostgreSQL/, 30), "forwarder $_ is connected") for 1 .. 2;
 emit(400, 'a');
-my @fw = map { eo_nats_start("fw$_.log", {}, @forward, '--max-events', '10', '--verbose') } 1 .. 2;
 ok(drained('billing', 30), 'two forwarders deliver the backlog');
 my $msgs = check_stream('two forwarders');
 my ($m) = grep { field($_, 'Eo-Type') eq 'a-7' } @$msgs;
