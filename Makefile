@@ -18,6 +18,7 @@ OBJS = \
 	src/scope.o \
 	src/outcome.o \
 	src/claim.o \
+	src/redrive.o \
 	src/maintain.o \
 	src/bgworker.o \
 	src/worker.o \
@@ -42,7 +43,7 @@ DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql eo--0.2.0--0.3.0.sql
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
-	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans key_indexes deferred stats http scopes outcomes tombstones \
+	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans key_indexes deferred stats http scopes outcomes tombstones recovery redrive \
 	security
 REGRESS_OPTS = --load-extension=eo
 
@@ -50,7 +51,7 @@ ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recrea
 	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
 	outbox-late-commit outbox-two-relays outbox-ack-expiry outbox-notify \
 	outbox-retention-race outbox-drop-during-maintain partition-boundary partition-drop status-prepared \
-	status-snapshot
+	status-snapshot redrive-race
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=eo
 
 TAP_TESTS = 1

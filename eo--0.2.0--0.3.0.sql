@@ -39,3 +39,130 @@ RETURNS pg_catalog.int4
 AS 'MODULE_PATHNAME', 'eo_relay_ack_pages'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack_pages(pg_catalog.text, pg_catalog.text, pg_catalog.int8[]) FROM PUBLIC;
+
+-- ---- keys: recovery points and redrive (src/claim.c, src/redrive.c) ----
+
+-- Every key table gains, last (keystore.c reads columns by number):
+-- - recovery_point, recovery_state: the progress a lease holder recorded
+--   with eo_recovery_point, handed to the next holder by eo_claim;
+-- - attempts_before_redrive: the attempts a dead key had when it was last
+--   redriven, so that eo.max_attempts counts from there while `attempts`
+--   keeps the whole history.
+-- Nullable columns without a default: nothing is rewritten, but each
+-- table is locked for a moment (claims wait for it).
+DO $$
+DECLARE
+    r pg_catalog.regclass;
+BEGIN
+    FOR r IN SELECT 'eo_internal.eo_keys_template'::pg_catalog.regclass
+             UNION ALL
+             SELECT c.oid FROM eo_internal.eo_generations g
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN recovery_point pg_catalog.text,'
+                                  ' ADD COLUMN recovery_state pg_catalog.jsonb,'
+                                  ' ADD COLUMN attempts_before_redrive pg_catalog.int4', r);
+    END LOOP;
+END
+$$;
+
+-- eo_claim returns them to the next holder of a key (status 'claimed').
+-- The type grows in place, so eo_claim and its grants stay as they are.
+ALTER TYPE @extschema@.eo_claim_result
+    ADD ATTRIBUTE recovery_point pg_catalog.text,
+    ADD ATTRIBUTE recovery_state pg_catalog.jsonb;
+
+-- eo_recovery_point(key, lease_token, point, state): the holder of a
+-- lease records how far it got, fenced by its token, in the caller's
+-- transaction (so in the same one as the step's database work).
+CREATE FUNCTION @extschema@.eo_recovery_point(
+    key pg_catalog.text,
+    lease_token pg_catalog.int8,
+    point pg_catalog.text,
+    state pg_catalog.jsonb DEFAULT NULL,
+    scope pg_catalog.text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_recovery_point'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_recovery_point(pg_catalog.text, pg_catalog.int8, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text) FROM PUBLIC;
+
+-- eo_redrive(key): a dead key may be claimed again, with eo.max_attempts
+-- more attempts; true if it was dead.  eo_redrive_dead(...): every dead
+-- key the caller may act on that matches, in one scope; how many.
+CREATE FUNCTION @extschema@.eo_redrive(
+    key pg_catalog.text,
+    scope pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'eo_redrive'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_redrive(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.eo_redrive_dead(
+    scope pg_catalog.text DEFAULT NULL,
+    key_prefix pg_catalog.text DEFAULT NULL,
+    dead_since pg_catalog.timestamptz DEFAULT NULL,
+    dead_before pg_catalog.timestamptz DEFAULT NULL)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'eo_redrive_dead'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_redrive_dead(pg_catalog.text, pg_catalog.text, pg_catalog.timestamptz, pg_catalog.timestamptz) FROM PUBLIC;
+
+-- eo_metrics.claims gains keys_redriven, last.  Its OUT columns change,
+-- so the function and its view are made again, with their grants.
+DROP VIEW eo_metrics.claims;
+DROP FUNCTION eo_metrics.claims();
+CREATE FUNCTION eo_metrics.claims(
+    OUT since pg_catalog.timestamptz,
+    OUT claimed pg_catalog.int8,
+    OUT duplicates pg_catalog.int8,
+    OUT busy pg_catalog.int8,
+    OUT dead_answers pg_catalog.int8,
+    OUT leases_taken_over pg_catalog.int8,
+    OUT completed pg_catalog.int8,
+    OUT failed pg_catalog.int8,
+    OUT keys_dead pg_catalog.int8,
+    OUT leases_reclaimed pg_catalog.int8,
+    OUT fingerprint_conflicts pg_catalog.int8,
+    OUT stale_tokens_refused pg_catalog.int8,
+    OUT keys_redriven pg_catalog.int8)
+RETURNS record
+AS 'MODULE_PATHNAME', 'eo_metrics_claims'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE VIEW eo_metrics.claims AS
+SELECT * FROM eo_metrics.claims();
+REVOKE ALL ON FUNCTION eo_metrics.claims() FROM PUBLIC;
+REVOKE ALL ON TABLE eo_metrics.claims FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION eo_metrics.claims() TO pg_monitor;
+GRANT SELECT ON TABLE eo_metrics.claims TO pg_monitor;
+
+-- Every key row of the live generations, in the template's shape: a
+-- generation restored from a dump of 0.2.0 keeps 0.2.0's columns, and
+-- shows NULL for those it lacks.
+CREATE OR REPLACE FUNCTION eo_internal.eo_key_rows()
+RETURNS SETOF eo_internal.eo_keys_template
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g pg_catalog.oid;
+    cols pg_catalog.text;
+BEGIN
+    FOR g IN SELECT relid FROM eo_internal.eo_generations
+             WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}') ORDER BY gen DESC
+    LOOP
+        SELECT pg_catalog.string_agg(
+                   CASE WHEN a.attname IS NULL
+                        THEN pg_catalog.format('NULL::%s', pg_catalog.format_type(t.atttypid, t.atttypmod))
+                        ELSE pg_catalog.quote_ident(t.attname) END,
+                   ', ' ORDER BY t.attnum)
+        INTO cols
+        FROM pg_catalog.pg_attribute t
+        LEFT JOIN pg_catalog.pg_attribute a
+               ON a.attrelid OPERATOR(pg_catalog.=) g AND a.attname OPERATOR(pg_catalog.=) t.attname
+              AND NOT a.attisdropped
+        WHERE t.attrelid OPERATOR(pg_catalog.=) 'eo_internal.eo_keys_template'::pg_catalog.regclass
+          AND t.attnum OPERATOR(pg_catalog.>) 0 AND NOT t.attisdropped;
+        RETURN QUERY EXECUTE pg_catalog.format('SELECT %s FROM %s', cols, g::pg_catalog.regclass);
+    END LOOP;
+END
+$$;

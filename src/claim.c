@@ -12,6 +12,8 @@
  *	 c/p --fail--> f (retry after retry_after) or x (eo.max_attempts reached)
  *	 c/p/f --fail, final SQLSTATE--> r (every later claim raises that error)
  *	 f --claim, when due--> c or p
+ *	 p --recovery point(token)--> p, with the holder's progress recorded
+ *	 x --redrive--> f (due at once; eo.max_attempts counts from there)
  *
  * A transaction-mode claim of a new key is deferred (pending.c): no row
  * until commit, which writes it once, already 'd' (or 'c' without a
@@ -35,6 +37,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -47,6 +50,7 @@ PG_FUNCTION_INFO_V1(eo_complete);
 PG_FUNCTION_INFO_V1(eo_fail);
 PG_FUNCTION_INFO_V1(eo_extend);
 PG_FUNCTION_INFO_V1(eo_status);
+PG_FUNCTION_INFO_V1(eo_recovery_point);
 
 /* What eo_claim returns. */
 typedef struct ClaimOutcome
@@ -158,6 +162,16 @@ static bool
 lease_live(const EoKey *row, TimestampTz now)
 {
 	return row->has_expiry && row->lease_expires_at > now;
+}
+
+/*
+ * Has the key used up its attempts?  Counted since its last redrive, if
+ * any: `attempts` keeps the whole history.
+ */
+static bool
+out_of_attempts(const EoKey *row)
+{
+	return row->attempts - row->attempts_base >= eo_max_attempts;
 }
 
 /* ---- eo_claim transitions ---- */
@@ -276,7 +290,7 @@ report(ClaimOutcome *out, const char *status)
 static bool
 take_over(const ClaimRequest *req, ClaimOutcome *out)
 {
-	if (out->row.attempts >= eo_max_attempts)
+	if (out_of_attempts(&out->row))
 		return declare_dead(req, out, "lease expired");
 	if (!claim_again(req, out))
 		return false;
@@ -322,7 +336,7 @@ claim_existing(const ClaimRequest *req, ClaimOutcome *out)
 		case EO_FAILED:
 			if (lease_live(row, req->now))
 				return report(out, "busy");
-			if (row->attempts >= eo_max_attempts)
+			if (out_of_attempts(row))
 				return declare_dead(req, out, NULL);
 			return claim_again(req, out);
 	}
@@ -373,12 +387,21 @@ claim_key(ClaimRequest *req, ClaimOutcome *out)
  * function changes (ALTER EXTENSION UPDATE makes eo_claim again).
  */
 static Oid	result_desc_fn = InvalidOid;
+static Oid	result_desc_relid = InvalidOid;	/* the row type's pg_class entry */
 static TupleDesc result_desc_cache = NULL;
 
 static void
 result_desc_invalidate(Datum arg, int cacheid, uint32 hashvalue)
 {
 	result_desc_fn = InvalidOid;
+}
+
+/* 0.3.0's ALTER TYPE eo_claim_result ADD ATTRIBUTE changes the row type. */
+static void
+result_type_invalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == result_desc_relid)
+		result_desc_fn = InvalidOid;
 }
 
 static TupleDesc
@@ -393,27 +416,36 @@ result_desc(FunctionCallInfo fcinfo)
 	if (!registered)
 	{
 		CacheRegisterSyscacheCallback(PROCOID, result_desc_invalidate, (Datum) 0);
+		CacheRegisterRelcacheCallback(result_type_invalidate, (Datum) 0);
 		registered = true;
 	}
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "eo: eo_claim must return a composite type");
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE ||
+		(desc->natts != 6 && desc->natts != 8))
+		elog(ERROR, "eo: eo_claim must return eo_claim_result");
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (result_desc_cache != NULL)
 		FreeTupleDesc(result_desc_cache);
 	result_desc_cache = BlessTupleDesc(CreateTupleDescCopy(desc));
 	MemoryContextSwitchTo(old);
+	result_desc_relid = get_typ_typrelid(desc->tdtypeid);
 	result_desc_fn = fcinfo->flinfo->fn_oid;
 	return result_desc_cache;
 }
 
+/*
+ * The row eo_claim returns: eo_claim_result, with the recovery point and
+ * state since 0.3.0 (older SQL definitions have six columns).  The holder
+ * alone sees its token and the progress it resumes from.
+ */
 static Datum
 claim_result(FunctionCallInfo fcinfo, const ClaimOutcome *out)
 {
 	TupleDesc	tupdesc = result_desc(fcinfo);
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
+	Datum		values[8];
+	bool		nulls[8] = {false, false, false, false, false, false, false, false};
 	const EoKey *row = &out->row;
 	bool		busy = strcmp(out->status, "busy") == 0;
+	bool		claimed = strcmp(out->status, "claimed") == 0;
 
 	values[0] = CStringGetTextDatum(out->status);
 	nulls[1] = strcmp(out->status, "duplicate") != 0 || row->result == NULL;
@@ -426,6 +458,11 @@ claim_result(FunctionCallInfo fcinfo, const ClaimOutcome *out)
 	values[4] = TimestampTzGetDatum(row->lease_expires_at);
 	/* The key's full record is gone: only its tombstone answered. */
 	values[5] = BoolGetDatum(row->expired);
+	nulls[6] = !claimed || row->recovery_point == NULL;
+	values[6] = PointerGetDatum(row->recovery_point);
+	nulls[7] = !claimed || row->recovery_state == NULL;
+	values[7] = PointerGetDatum(row->recovery_state);
+	Assert(tupdesc->natts == 6 || tupdesc->natts == 8);
 	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }
 
@@ -543,6 +580,15 @@ find_for_change(text *key, int32 scope, Oid caller, EoKey *row)
 	check_owner(row, caller);
 }
 
+/* The key's row, which the caller must hold under lease `token`. */
+static void
+find_held(text *key, int32 scope, Oid caller, int64 token, EoKey *row)
+{
+	CHECK_FOR_INTERRUPTS();
+	find_for_change(key, scope, caller, row);
+	check_token(row, token);
+}
+
 /* ---- eo_complete ---- */
 
 static void
@@ -550,6 +596,9 @@ set_done(EoKey *row, Jsonb *result)
 {
 	row->state = EO_DONE;
 	row->result = result;
+	/* the work is finished: its result is what is replayed, not its steps */
+	row->recovery_point = NULL;
+	row->recovery_state = NULL;
 	row->has_expiry = false;
 	row->updated_at = GetCurrentTimestamp();
 }
@@ -648,8 +697,8 @@ set_failed(EoKey *row, FailRequest *req, bool count_attempt)
 	}
 	else
 	{
-		req->became_dead = row->state != EO_DEAD && row->attempts >= eo_max_attempts;
-		row->state = row->attempts >= eo_max_attempts ? EO_DEAD : EO_FAILED;
+		req->became_dead = row->state != EO_DEAD && out_of_attempts(row);
+		row->state = out_of_attempts(row) ? EO_DEAD : EO_FAILED;
 		row->result = NULL;
 	}
 	row->has_expiry = row->state == EO_FAILED;
@@ -784,13 +833,106 @@ eo_extend(PG_FUNCTION_ARGS)
 	eo_ks_begin(EO_KS_READ);
 	do
 	{
-		CHECK_FOR_INTERRUPTS();
-		find_for_change(key, scope.id, caller, &row);
-		check_token(&row, token);
+		find_held(key, scope.id, caller, token, &row);
 		row.updated_at = GetCurrentTimestamp();
 		row.lease_expires_at = row.updated_at + lease_usecs;
 	} while (!eo_ks_update(&row));
 	PG_RETURN_TIMESTAMPTZ(row.lease_expires_at);
+}
+
+/* ---- eo_recovery_point ---- */
+
+/*
+ * The holder of a lease records how far its work got: a named point and a
+ * small state, fenced by its token like eo_complete.  A row change in the
+ * caller's transaction: it commits with the step's database work, or not
+ * at all.  The next holder (after a takeover, a retry or a redrive) gets
+ * both from eo_claim.
+ */
+Datum
+eo_recovery_point(PG_FUNCTION_ARGS)
+{
+	text	   *key = eo_check_key(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	text	   *point = eo_check_recovery_point(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
+	Jsonb	   *state = eo_check_recovery_state(PG_GETARG_DATUM(3), PG_ARGISNULL(3));
+	Oid			caller = GetUserId();
+	int64		token;
+	EoScope		scope;
+	EoKey		row;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease_token must not be null"),
+				 errhint("Recovery points are for work under a lease: claim the key with a lease.")));
+	token = PG_GETARG_INT64(1);
+	get_scope(fcinfo, 4, caller, &scope);
+
+	PreventCommandIfReadOnly("eo_recovery_point()");
+	write_pending(key, scope.id, caller);
+	eo_ks_begin(EO_KS_READ);
+	do
+	{
+		find_held(key, scope.id, caller, token, &row);
+		row.recovery_point = point;
+		row.recovery_state = state;
+		row.updated_at = GetCurrentTimestamp();
+	} while (!eo_ks_update(&row));
+	PG_RETURN_VOID();
+}
+
+/* ---- redrive ---- */
+
+/*
+ * A dead key is given eo.max_attempts more attempts: failed, due at once,
+ * with its attempts, last error, fingerprint and recovery point kept.
+ * Decided on the newest committed row, as every transition: of two
+ * redrives (or a redrive and a claim) of one key, the second sees what
+ * the first did.  Returns false if the key is not dead.  With `quiet`
+ * (eo_redrive_dead), a key the caller may not act on, or that is gone, is
+ * passed over as not dead instead of raising an error.
+ */
+bool
+eo_redrive_key(text *key, int32 scope, Oid caller, bool quiet)
+{
+	EoKey		row;
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!eo_ks_find(key, scope, &row))
+		{
+			if (quiet)
+				return false;
+			if (eo_ks_find_tombstone(key, scope, &row))
+			{
+				check_owner(&row, caller);
+				ereport(ERROR,
+						(errcode(EO_ERRCODE_NOT_HELD),
+						 errmsg("idempotency key \"%s\" has expired",
+								text_to_cstring(key)),
+						 errdetail("Only its tombstone is left (eo.tombstone_retention); it cannot be redriven."),
+						 errhint("To run the work again, use a new key.")));
+			}
+			ereport(ERROR,
+					(errcode(EO_ERRCODE_NOT_HELD),
+					 errmsg("idempotency key \"%s\" is not known", text_to_cstring(key))));
+		}
+		if (quiet && !has_privs_of_role(caller, row.owner))
+			return false;
+		check_owner(&row, caller);
+		if (row.state != EO_DEAD)
+			return false;
+		row.state = EO_FAILED;
+		row.attempts_base = row.attempts;
+		row.updated_at = GetCurrentTimestamp();
+		row.has_expiry = true;	/* a retry time, reached already */
+		row.lease_expires_at = row.updated_at;
+		if (eo_ks_update(&row))
+			break;
+	}
+	eo_stat_count(EO_STAT_REDRIVEN);
+	return true;
 }
 
 /* ---- eo_status ---- */

@@ -37,7 +37,8 @@
 /* Limits, documented in the README. */
 #define EO_MAX_KEY_BYTES		512
 #define EO_MAX_FINGERPRINT_BYTES 512
-#define EO_MAX_RESULT_BYTES		(1024 * 1024)
+#define EO_MAX_RESULT_BYTES		(1024 * 1024)	/* also a recovery state */
+#define EO_MAX_POINT_BYTES		256		/* a recovery point's name */
 #define EO_MAX_ERROR_BYTES		4096
 #define EO_MAX_RETRY_AFTER_SECS	(366 * SECS_PER_DAY)
 #define EO_MAX_RETENTION_DAYS	3650	/* an outbox's retention */
@@ -81,6 +82,10 @@ typedef struct EoKey
 	text	   *last_error;		/* NULL if none */
 	TimestampTz created_at;
 	TimestampTz updated_at;
+	/* the holder's progress (eo_recovery_point), NULL if none */
+	text	   *recovery_point;
+	Jsonb	   *recovery_state;
+	int32		attempts_base;	/* attempts when last redriven; 0 if never */
 	/* a tombstone stands for the row (tombstones.c): no result, no times */
 	bool		expired;
 	bool		has_fp_hash;
@@ -173,6 +178,9 @@ extern int	eo_cancel_doomed_waiters(const struct LOCKTAG *tag, LOCKMODE mode, Oi
 extern text *eo_check_key(Datum value, bool isnull);
 extern text *eo_check_fingerprint(Datum value, bool isnull);
 extern Jsonb *eo_check_result(Datum value, bool isnull);
+extern text *eo_check_recovery_point(Datum value, bool isnull);
+extern Jsonb *eo_check_recovery_state(Datum value, bool isnull);
+extern text *eo_check_key_prefix(Datum value, bool isnull);
 typedef enum EoLeaseKind
 {
 	EO_LEASE_KEY,				/* eo_claim, eo_extend */
@@ -269,6 +277,19 @@ extern int64 eo_ks_next_token(void);
 extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
 								   int64 *dead);
 extern const EoGenSet *eo_ks_generations(void);
+
+/* Which dead keys eo_ks_each_dead visits (eo_redrive_dead). */
+typedef struct EoDeadFilter
+{
+	int32		scope;
+	text	   *prefix;			/* NULL: any key */
+	bool		has_since;
+	TimestampTz since;			/* made dead at or after */
+	bool		has_before;
+	TimestampTz before;			/* made dead before */
+} EoDeadFilter;
+extern void eo_ks_each_dead(const EoDeadFilter *f, void (*fn) (text *key, void *arg),
+							void *arg);
 extern bool eo_ks_prepare_retire(int32 gen, TimestampTz cutoff);
 extern const char *eo_ks_generation_table(int32 gen);
 
@@ -305,6 +326,9 @@ extern void eo_ts_maintain(void);
 extern bool eo_failure_is_final(const char *sqlstate, int final_arg);
 extern Jsonb *eo_rejection_result(const char *sqlstate, text *error);
 extern void eo_replay_rejection(const EoKey *row);	/* raises */
+
+/* claim.c: the one transition that redrive.c drives for many keys */
+extern bool eo_redrive_key(text *key, int32 scope, Oid caller, bool quiet);
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats
@@ -360,6 +384,7 @@ typedef enum EoStat
 	EO_STAT_STEP_ERRORS,		/* first of EO_NSTEPS: steps that failed */
 	/* a lock maintenance gave up waiting for (locks.c): object left for later */
 	EO_STAT_LOCK_WAITS_GIVEN_UP = EO_STAT_STEP_ERRORS + EO_NSTEPS,
+	EO_STAT_REDRIVEN,			/* dead keys redriven (eo_redrive, eo_redrive_dead) */
 	EO_NSTATS
 } EoStat;
 

@@ -88,7 +88,10 @@
 	X(COL_LAST_ERROR, "last_error", TEXTOID) \
 	X(COL_CREATED_AT, "created_at", TIMESTAMPTZOID) \
 	X(COL_UPDATED_AT, "updated_at", TIMESTAMPTZOID) \
-	X(COL_SCOPE, "scope", INT4OID)
+	X(COL_SCOPE, "scope", INT4OID) \
+	X(COL_RECOVERY_POINT, "recovery_point", TEXTOID) \
+	X(COL_RECOVERY_STATE, "recovery_state", JSONBOID) \
+	X(COL_ATTEMPTS_BEFORE_REDRIVE, "attempts_before_redrive", INT4OID)
 
 enum
 {
@@ -97,6 +100,15 @@ enum
 	KEY_NATTS_PLUS_1
 };
 #define KEY_NATTS (KEY_NATTS_PLUS_1 - 1)
+
+/*
+ * A generation made by eo 0.2.0 ends at scope: the library runs against
+ * such tables between its installation and ALTER EXTENSION UPDATE (which
+ * widens them all), and a dump of a 0.2.0 database restores them so.
+ * Their keys work as before; a recovery point or a redrive of one is
+ * refused (ks_fill_values).
+ */
+#define KEY_NATTS_020 COL_SCOPE
 
 static const EoColumn key_columns[] = {KEY_COLUMNS(EO_COLUMN_DESC)};
 
@@ -113,6 +125,7 @@ typedef struct Generation
 	int32		gen;
 	Oid			relid;
 	Oid			key_index;		/* the unique index on (key, scope) */
+	int			natts;			/* KEY_NATTS, or KEY_NATTS_020 for a 0.2.0 table */
 	/*
 	 * New rows are indexed without the executor (ks_insert_direct) when the
 	 * table has exactly the template's two indexes: these, built once.
@@ -203,7 +216,7 @@ ks_forget_generations(void)
  * columns by number).
  */
 static Oid
-ks_key_index(Oid relid)
+ks_key_index(Oid relid, int *natts)
 {
 	static const AttrNumber unique_cols[2] = {COL_KEY, COL_SCOPE};
 	Relation	rel;
@@ -214,7 +227,8 @@ ks_key_index(Oid relid)
 	eo_check_own_relation(relid, RELKIND_RELATION, true, "key generation");
 	rel = table_open(relid, AccessShareLock);
 	desc = RelationGetDescr(rel);
-	problem = eo_columns_mismatch(desc, key_columns, KEY_NATTS, false);
+	*natts = desc->natts == KEY_NATTS_020 ? KEY_NATTS_020 : KEY_NATTS;
+	problem = eo_columns_mismatch(desc, key_columns, *natts, false);
 	if (problem != NULL)
 		elog(ERROR, "eo: key table \"%s\" is not shaped as eo made it: %s",
 			 RelationGetRelationName(rel), problem);
@@ -350,7 +364,7 @@ ks_load_generations(void)
 			Generation *g = &store.gens[i];
 			MemoryContext old;
 
-			g->key_index = ks_key_index(g->relid);
+			g->key_index = ks_key_index(g->relid, &g->natts);
 			old = MemoryContextSwitchTo(ks_context);
 			g->table = eo_internal_name(get_rel_name(g->relid));
 			ks_check_direct(g);
@@ -533,6 +547,18 @@ ks_copy_varlena(TupleTableSlot *slot, int col)
 	return PG_DETOAST_DATUM_COPY(slot->tts_values[col - 1]);
 }
 
+/* The recovery point and redrive columns, absent from a 0.2.0 table. */
+static void
+ks_read_progress(TupleTableSlot *slot, EoKey *row)
+{
+	bool		wide = slot->tts_tupleDescriptor->natts >= KEY_NATTS;
+
+	row->recovery_point = wide ? (text *) ks_copy_varlena(slot, COL_RECOVERY_POINT) : NULL;
+	row->recovery_state = wide ? (Jsonb *) ks_copy_varlena(slot, COL_RECOVERY_STATE) : NULL;
+	row->attempts_base = wide && !slot->tts_isnull[COL_ATTEMPTS_BEFORE_REDRIVE - 1] ?
+		DatumGetInt32(slot->tts_values[COL_ATTEMPTS_BEFORE_REDRIVE - 1]) : 0;
+}
+
 /* The row in `slot` (all attributes deformed) as an EoKey. */
 static void
 ks_read_slot(TupleTableSlot *slot, EoKey *row)
@@ -555,6 +581,7 @@ ks_read_slot(TupleTableSlot *slot, EoKey *row)
 	row->last_error = (text *) ks_copy_varlena(slot, COL_LAST_ERROR);
 	row->created_at = DatumGetTimestampTz(v[COL_CREATED_AT - 1]);
 	row->updated_at = DatumGetTimestampTz(v[COL_UPDATED_AT - 1]);
+	ks_read_progress(slot, row);
 	row->expired = false;		/* a full record, not a tombstone */
 	row->has_fp_hash = false;
 	row->xmin = HeapTupleHeaderGetXmin(tuple->t_data);
@@ -805,11 +832,14 @@ eo_ks_find_settled(text *key, int32 scope, EoKey *row, bool *in_doubt)
 
 /* ---- writing rows ---- */
 
-/* `row` as the values of a key-table tuple. */
+/*
+ * `row` as the values of a tuple of a key table with `natts` columns.  A
+ * 0.2.0 table has no place for a recovery point or a redrive.
+ */
 static void
-ks_fill_values(Datum *v, bool *n, const EoKey *row)
+ks_fill_values(Datum *v, bool *n, const EoKey *row, int natts)
 {
-	memset(n, 0, KEY_NATTS * sizeof(bool));
+	memset(n, 0, natts * sizeof(bool));
 	v[COL_KEY - 1] = PointerGetDatum(row->key);
 	v[COL_OWNER - 1] = ObjectIdGetDatum(row->owner);
 	v[COL_STATE - 1] = CharGetDatum(row->state);
@@ -827,6 +857,23 @@ ks_fill_values(Datum *v, bool *n, const EoKey *row)
 	v[COL_CREATED_AT - 1] = TimestampTzGetDatum(row->created_at);
 	v[COL_UPDATED_AT - 1] = TimestampTzGetDatum(row->updated_at);
 	v[COL_SCOPE - 1] = Int32GetDatum(row->scope);
+	if (natts < KEY_NATTS)
+	{
+		if (row->recovery_point != NULL || row->recovery_state != NULL || row->attempts_base != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("idempotency key \"%s\" is in a key generation made by eo 0.2.0",
+							text_to_cstring(row->key)),
+					 errdetail("That table has no columns for recovery points and redrives."),
+					 errhint("Run ALTER EXTENSION eo UPDATE; a generation restored from a 0.2.0 dump keeps its shape until it retires.")));
+		return;
+	}
+	n[COL_RECOVERY_POINT - 1] = row->recovery_point == NULL;
+	v[COL_RECOVERY_POINT - 1] = PointerGetDatum(row->recovery_point);
+	n[COL_RECOVERY_STATE - 1] = row->recovery_state == NULL;
+	v[COL_RECOVERY_STATE - 1] = PointerGetDatum(row->recovery_state);
+	n[COL_ATTEMPTS_BEFORE_REDRIVE - 1] = row->attempts_base == 0;
+	v[COL_ATTEMPTS_BEFORE_REDRIVE - 1] = Int32GetDatum(row->attempts_base);
 }
 
 /* `row` as the values of a key-table tuple in `slot`. */
@@ -834,7 +881,8 @@ static void
 ks_fill_slot(TupleTableSlot *slot, const EoKey *row)
 {
 	ExecClearTuple(slot);
-	ks_fill_values(slot->tts_values, slot->tts_isnull, row);
+	ks_fill_values(slot->tts_values, slot->tts_isnull, row,
+				   slot->tts_tupleDescriptor->natts);
 	ExecStoreVirtualTuple(slot);
 }
 
@@ -914,7 +962,7 @@ ks_insert_direct(Generation *g, EoKey *row)
 	bool		inulls[2] = {false, false};
 	HeapTuple	tup;
 
-	ks_fill_values(values, nulls, row);
+	ks_fill_values(values, nulls, row, g->natts);
 	tup = heap_form_tuple(RelationGetDescr(heap), values, nulls);
 	heap_insert(heap, tup, GetCurrentCommandId(true), 0, NULL);
 	ivalues[0] = values[COL_KEY - 1];
@@ -1126,17 +1174,24 @@ ks_count(const char *name, int64 n)
 		elog(ERROR, "eo: counting %s failed: %s", name, SPI_result_code_string(rc));
 }
 
+/*
+ * Reclaim expired leases of `g`: a failed attempt each, dead when the
+ * attempts since the key's last redrive (if any) reach $2.
+ */
 static SPIPlanPtr
 ks_reclaim_plan(Generation *g)
 {
 	Oid			argtypes[3] = {TIMESTAMPTZOID, INT4OID, INT4OID};
+	const char *spent = g->natts >= KEY_NATTS ?
+		"(k.attempts OPERATOR(pg_catalog.-) COALESCE(k.attempts_before_redrive, 0))" :
+		"k.attempts";
 
 	if (g->reclaim_plan == NULL)
 		g->reclaim_plan = eo_prepare_kept(psprintf(
 											  "UPDATE %1$s k SET"
-											  " state = CASE WHEN k.attempts OPERATOR(pg_catalog.>=) $2"
+											  " state = CASE WHEN %2$s OPERATOR(pg_catalog.>=) $2"
 											  "   THEN 'x'::pg_catalog.\"char\" ELSE 'f' END,"
-											  " lease_expires_at = CASE WHEN k.attempts OPERATOR(pg_catalog.>=) $2"
+											  " lease_expires_at = CASE WHEN %2$s OPERATOR(pg_catalog.>=) $2"
 											  "   THEN NULL ELSE $1 END,"
 											  " last_error = 'lease expired', updated_at = $1"
 											  " WHERE k.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
@@ -1145,7 +1200,7 @@ ks_reclaim_plan(Generation *g)
 											  "     AND state OPERATOR(pg_catalog.=) 'p'"
 											  "   LIMIT $3 FOR UPDATE SKIP LOCKED))"
 											  " RETURNING k.state",
-											  g->table), 3, argtypes);
+											  g->table, spent), 3, argtypes);
 	return g->reclaim_plan;
 }
 
@@ -1185,6 +1240,70 @@ eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit, int64 *dead)
 	if (reclaimed > 0)
 		ks_count("leases_reclaimed", reclaimed);
 	return reclaimed;
+}
+
+/*
+ * Call `fn` with each dead key of `f->scope` in the live generations that
+ * matches `f`: a key that starts with f->prefix (if set), made dead
+ * (updated_at) at or after f->since and before f->before (each if set).
+ * Read through a cursor per generation, so that any number of keys takes
+ * bounded memory; its snapshot does not see what `fn` changes.  A 0.2.0
+ * generation (ks_fill_values) is passed over: its keys cannot be
+ * redriven.  After eo_ks_open: the cursor reads as the owner.
+ */
+void
+eo_ks_each_dead(const EoDeadFilter *f, void (*fn) (text *key, void *arg), void *arg)
+{
+	Oid			argtypes[4] = {INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', f->prefix ? ' ' : 'n', f->has_since ? ' ' : 'n',
+	f->has_before ? ' ' : 'n'};
+	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "eo dead keys",
+												ALLOCSET_DEFAULT_SIZES);
+
+	values[0] = Int32GetDatum(f->scope);
+	values[1] = PointerGetDatum(f->prefix);
+	values[2] = TimestampTzGetDatum(f->since);
+	values[3] = TimestampTzGetDatum(f->before);
+	for (int i = 0; i < store.ngens; i++)
+	{
+		Portal		portal;
+
+		if (store.gens[i].natts < KEY_NATTS)
+			continue;
+		portal = SPI_cursor_open_with_args(NULL, psprintf(
+			"SELECT key FROM %s WHERE state OPERATOR(pg_catalog.=) 'x'"
+			" AND scope OPERATOR(pg_catalog.=) $1"
+			" AND ($2 IS NULL OR pg_catalog.starts_with(key, $2))"
+			" AND ($3 IS NULL OR updated_at OPERATOR(pg_catalog.>=) $3)"
+			" AND ($4 IS NULL OR updated_at OPERATOR(pg_catalog.<) $4)",
+			store.gens[i].table), 4, argtypes, values, nulls, true, 0);
+		for (;;)
+		{
+			MemoryContext old;
+			List	   *keys = NIL;
+			ListCell   *lc;
+
+			SPI_cursor_fetch(portal, true, 1000);
+			if (SPI_processed == 0)
+				break;
+			old = MemoryContextSwitchTo(batch);
+			for (uint64 n = 0; n < SPI_processed; n++)
+			{
+				bool		isnull;
+				Datum		k = SPI_getbinval(SPI_tuptable->vals[n], SPI_tuptable->tupdesc, 1, &isnull);
+
+				keys = lappend(keys, DatumGetTextPCopy(k));
+			}
+			MemoryContextSwitchTo(old);
+			SPI_freetuptable(SPI_tuptable);
+			foreach(lc, keys)
+				fn((text *) lfirst(lc), arg);
+			MemoryContextReset(batch);
+		}
+		SPI_cursor_close(portal);
+	}
+	MemoryContextDelete(batch);
 }
 
 /* Generation `gen`'s table, schema-qualified and quoted. */

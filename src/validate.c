@@ -72,8 +72,9 @@ eo_check_fingerprint(Datum value, bool isnull)
 					  ERRCODE_PROGRAM_LIMIT_EXCEEDED, true);
 }
 
-Jsonb *
-eo_check_result(Datum value, bool isnull)
+/* A jsonb argument of at most EO_MAX_RESULT_BYTES, or NULL. */
+static Jsonb *
+check_jsonb(Datum value, bool isnull, const char *what)
 {
 	if (isnull)
 		return NULL;
@@ -82,11 +83,41 @@ eo_check_result(Datum value, bool isnull)
 	if (toast_raw_datum_size(value) > EO_MAX_RESULT_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("result is too large"),
+				 errmsg("%s is too large", what),
 				 errdetail("It is %zu bytes; the limit is %d bytes.",
 						   (size_t) toast_raw_datum_size(value),
 						   EO_MAX_RESULT_BYTES)));
 	return DatumGetJsonbP(value);
+}
+
+Jsonb *
+eo_check_result(Datum value, bool isnull)
+{
+	return check_jsonb(value, isnull, "result");
+}
+
+/* eo_recovery_point's point (a name, required) and state (or NULL). */
+text *
+eo_check_recovery_point(Datum value, bool isnull)
+{
+	return check_text(value, isnull, "recovery point", EO_MAX_POINT_BYTES,
+					  ERRCODE_PROGRAM_LIMIT_EXCEEDED, false);
+}
+
+Jsonb *
+eo_check_recovery_state(Datum value, bool isnull)
+{
+	return check_jsonb(value, isnull, "recovery state");
+}
+
+/* eo_redrive_dead's key_prefix: NULL (any key) or a non-empty prefix. */
+text *
+eo_check_key_prefix(Datum value, bool isnull)
+{
+	if (isnull)
+		return NULL;
+	return check_text(value, false, "key prefix", EO_MAX_KEY_BYTES,
+					  ERRCODE_PROGRAM_LIMIT_EXCEEDED, false);
 }
 
 /*

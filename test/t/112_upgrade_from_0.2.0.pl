@@ -43,6 +43,9 @@ SELECT status FROM eo_claim('k', scope => 's');
 SELECT eo_outbox_create('ob', slots => 2);
 SELECT eo_group_create('ob', 'g');
 SELECT count(eo_emit('ob', 'order', 'o' || i, 'E', jsonb_build_object('i', i))) FROM generate_series(1, 10) i;
+SET eo.max_attempts = 1;
+SELECT eo_fail('dead', 'upstream down');
+SELECT status FROM eo_claim('leased', lease => '1 hour');
 });
 my $token = $node->safe_psql('postgres',
 	q{SELECT max(lease_token) FROM eo_relay_fetch('ob', 'g', 3, '1 hour')});
@@ -52,6 +55,24 @@ is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extn
 # The new library and scripts, then the update.
 EoTest::install_eo($inst, '.', 'eo-new');
 $node->restart;
+
+# Between the restart and ALTER EXTENSION UPDATE, the new library serves
+# 0.2.0's SQL and tables (a generation without the 0.3.0 columns).
+is( $node->safe_psql(
+		'postgres', q{
+SELECT status FROM eo_claim('between', lease => '1 hour');
+SELECT status, result FROM eo_claim('done', 'fp');
+SELECT count(*) FROM eo_claim('between2');
+SELECT claimed > 0 FROM eo_metrics.claims}),
+	"claimed\nduplicate|{\"charge\": \"ch_1\"}\n1\nt",
+	'before the update, the new library claims with 0.2.0\'s tables and functions');
+
+# A dump of the 0.2.0 database, taken now, is restored after the update
+# into a database whose CREATE EXTENSION installs the new version: its key
+# generations keep 0.2.0's shape.
+my $dump = $node->basedir . '/eo020.sql';
+$node->command_ok([ 'pg_dump', '-Fp', '-f', $dump, '-d', $node->connstr('postgres') ],
+	'pg_dump of the 0.2.0 database');
 my ($ret, $out, $err) = $node->psql('postgres', 'ALTER EXTENSION eo UPDATE');
 is($ret, 0, 'ALTER EXTENSION eo UPDATE succeeds') or diag($err);
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
@@ -73,6 +94,41 @@ is( $node->safe_psql(
 		'postgres', q{SELECT count(*) FROM eo_relay_fetch('ob', 'g');
 SELECT eo_relay_wait('ob', '0', 'g', '0')}),
 	"0\nf", "${default}'s eo_relay_wait with a group is there");
+
+# 0.3.0 on the keys 0.2.0 made: the dead key is redriven and claimed, a
+# recovery point is recorded on a lease 0.2.0 issued and handed to the
+# next holder.
+is( $node->safe_psql(
+		'postgres', q{
+SELECT eo_redrive('dead');
+SELECT status, attempts FROM eo_claim('dead', lease => '1 hour');
+SELECT keys_redriven FROM eo_metrics.claims}),
+	"t\nclaimed|2\n1", 'a key that went dead under 0.2.0 is redriven and claimed');
+is( $node->safe_psql(
+		'postgres', q{
+SELECT eo_recovery_point('leased', (SELECT lease_token FROM eo_status('leased')), 'step1', '{"n": 1}');
+SELECT eo_fail('leased', 'crashed', (SELECT lease_token FROM eo_status('leased')));
+SELECT status, recovery_point, recovery_state FROM eo_claim('leased', lease => '1 hour')}),
+	"\nretry\nclaimed|step1|{\"n\": 1}",
+	'a lease of 0.2.0 records a recovery point; the next claim gets it');
+
+# The dump of 0.2.0, restored under the new version: its keys work, a new
+# key too, and what needs the 0.3.0 columns is refused with 55000 for the
+# keys of the restored (0.2.0-shaped) generation.
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $dump, '-d', $node->connstr('restored') ],
+	'the 0.2.0 dump restores into the new version');
+is( $node->safe_psql(
+		'restored', q{
+SELECT extversion FROM pg_extension WHERE extname = 'eo';
+SELECT status, result FROM eo_claim('done', 'fp');
+SELECT status FROM eo_claim('new-after-restore');
+SELECT count(*) > 0 FROM eo_keys() WHERE key = 'done';
+SELECT state FROM eo_status('dead')}),
+	"$default\nduplicate|{\"charge\": \"ch_1\"}\nclaimed\nt\ndead",
+	'restored from 0.2.0: old keys, new keys and eo_keys() work');
+my ($rc, $rout, $rerr) = $node->psql('restored', q{SELECT eo_redrive('dead')});
+like($rerr, qr/made by eo 0\.2\.0/, 'a redrive in a 0.2.0-shaped generation is refused, saying why');
 
 # The same objects as a fresh install.
 my $objects = q{
