@@ -124,6 +124,8 @@ like($stderr, qr/fingerprint/, 'a different fingerprint is refused');
 # answers; one failure waits for its retry
 run("SET eo.max_attempts = 2; SELECT eo_fail('D', 'x'); SELECT eo_fail('D', 'x');");
 run("SELECT eo_claim('D')");
+# ... and is redriven (once: the second finds it no longer dead)
+is(run("SELECT eo_redrive('D'); SELECT eo_redrive('D')"), "t\nf", 'the dead key is redriven once');
 run("SELECT eo_fail('W', 'x', retry_after => '1 hour')");
 
 # an expired lease reclaimed by a pass (eo_maintain)
@@ -166,7 +168,8 @@ my %want = (
 	keys_dead             => 1,
 	leases_reclaimed      => 1,
 	fingerprint_conflicts => 1,
-	stale_tokens_refused  => 1);
+	stale_tokens_refused  => 1,
+	keys_redriven         => 1);
 is($c->{$_}, $want{$_}, "eo_claims_$_ = $want{$_}") for sort keys %want;
 cmp_ok($c->{since_timestamp_seconds}, '>', 1_700_000_000, 'counters have a start time');
 
@@ -183,7 +186,7 @@ my $stored = run("SELECT count(*) FROM eo_keys()");
 is($k->{estimated_keys}, $stored, "estimated keys after ANALYZE: $stored");
 is($k->{leases},         2, 'two leases (one live, one expired)');
 is($k->{expired_leases}, 1, 'one of them expired');
-is($k->{retries_waiting}, 2, 'two failed keys wait (W, and the reclaimed R)');
+is($k->{retries_waiting}, 3, 'three failed keys wait (W, the reclaimed R, the redriven D)');
 cmp_ok($k->{oldest_lease_age_seconds}, '>', 1, 'the oldest lease is older than its 1 s lease');
 cmp_ok($k->{generations}, '>=', 1, 'at least one generation');
 is($k->{bytes},

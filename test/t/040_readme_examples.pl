@@ -131,7 +131,8 @@ my %expect = (
 		'export:batch-17|5|S3 upload: 403 Forbidden',
 		'dead|5|S3 upload: 403 Forbidden'
 	],
-	'dead-redrive' => ['claimed'],
+	'dead-redrive' => [ 't', 'claimed|6', '0' ],
+	'steps-resume' => [ 'claimed 2 ride_created {"ride_id": 1}', '1' ],
 	'http'         => [ 'claimed|', '201|{"id": 1}', '1', '422' ],
 	'maintain'     => [qr/^\d+\|\d+\|\d+\|\d+\|\d+$/],
 	'grant-ops'    => [],
