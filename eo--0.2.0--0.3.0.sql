@@ -71,6 +71,10 @@ $$;
 ALTER TYPE @extschema@.eo_claim_result
     ADD ATTRIBUTE recovery_point pg_catalog.text,
     ADD ATTRIBUTE recovery_state pg_catalog.jsonb;
+-- Calling eo_claim needs no USAGE on its type; only making something of
+-- the type does, and a table made OF it (by anyone, before this) would
+-- stop the next ALTER TYPE.
+REVOKE USAGE ON TYPE @extschema@.eo_claim_result FROM PUBLIC;
 
 -- eo_recovery_point(key, lease_token, point, state): the holder of a
 -- lease records how far it got, fenced by its token, in the caller's
@@ -107,33 +111,17 @@ AS 'MODULE_PATHNAME', 'eo_redrive_dead'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.eo_redrive_dead(pg_catalog.text, pg_catalog.text, pg_catalog.timestamptz, pg_catalog.timestamptz) FROM PUBLIC;
 
--- eo_metrics.claims gains keys_redriven, last.  Its OUT columns change,
--- so the function and its view are made again, with their grants.
-DROP VIEW eo_metrics.claims;
-DROP FUNCTION eo_metrics.claims();
-CREATE FUNCTION eo_metrics.claims(
-    OUT since pg_catalog.timestamptz,
-    OUT claimed pg_catalog.int8,
-    OUT duplicates pg_catalog.int8,
-    OUT busy pg_catalog.int8,
-    OUT dead_answers pg_catalog.int8,
-    OUT leases_taken_over pg_catalog.int8,
-    OUT completed pg_catalog.int8,
-    OUT failed pg_catalog.int8,
-    OUT keys_dead pg_catalog.int8,
-    OUT leases_reclaimed pg_catalog.int8,
-    OUT fingerprint_conflicts pg_catalog.int8,
-    OUT stale_tokens_refused pg_catalog.int8,
-    OUT keys_redriven pg_catalog.int8)
-RETURNS record
-AS 'MODULE_PATHNAME', 'eo_metrics_claims'
+-- eo_metrics.claims gains keys_redriven, last: a function of its own, so
+-- that the view grows in place (CREATE OR REPLACE VIEW may add columns at
+-- the end) and keeps its grants and whatever was built on it.
+CREATE FUNCTION eo_metrics.keys_redriven()
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'eo_metrics_keys_redriven'
 LANGUAGE C VOLATILE PARALLEL SAFE;
-CREATE VIEW eo_metrics.claims AS
-SELECT * FROM eo_metrics.claims();
-REVOKE ALL ON FUNCTION eo_metrics.claims() FROM PUBLIC;
-REVOKE ALL ON TABLE eo_metrics.claims FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION eo_metrics.claims() TO pg_monitor;
-GRANT SELECT ON TABLE eo_metrics.claims TO pg_monitor;
+REVOKE ALL ON FUNCTION eo_metrics.keys_redriven() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION eo_metrics.keys_redriven() TO pg_monitor;
+CREATE OR REPLACE VIEW eo_metrics.claims AS
+SELECT c.*, eo_metrics.keys_redriven() AS keys_redriven FROM eo_metrics.claims() c;
 
 -- Every key row of the live generations, in the template's shape: a
 -- generation restored from a dump of 0.2.0 keeps 0.2.0's columns, and

@@ -281,6 +281,7 @@ extern const EoGenSet *eo_ks_generations(void);
 /* Which dead keys eo_ks_each_dead visits (eo_redrive_dead). */
 typedef struct EoDeadFilter
 {
+	Oid			caller;			/* only keys of owners it has the privileges of */
 	int32		scope;
 	text	   *prefix;			/* NULL: any key */
 	bool		has_since;

@@ -1244,40 +1244,59 @@ eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit, int64 *dead)
 
 /*
  * Call `fn` with each dead key of `f->scope` in the live generations that
- * matches `f`: a key that starts with f->prefix (if set), made dead
+ * matches `f`: owned by a role f->caller has the privileges of (as
+ * has_privs_of_role), a key that starts with f->prefix (if set), made dead
  * (updated_at) at or after f->since and before f->before (each if set).
  * Read through a cursor per generation, so that any number of keys takes
  * bounded memory; its snapshot does not see what `fn` changes.  A 0.2.0
  * generation (ks_fill_values) is passed over: its keys cannot be
  * redriven.  After eo_ks_open: the cursor reads as the owner.
  */
+/* A cursor over the dead keys of generation `g` that `f` matches. */
+static Portal
+ks_open_dead_cursor(const Generation *g, const EoDeadFilter *f)
+{
+	Oid			argtypes[5] = {INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID};
+	Datum		values[5] = {Int32GetDatum(f->scope), PointerGetDatum(f->prefix),
+		TimestampTzGetDatum(f->since), TimestampTzGetDatum(f->before),
+	ObjectIdGetDatum(f->caller)};
+	char		nulls[5] = {' ', f->prefix ? ' ' : 'n', f->has_since ? ' ' : 'n',
+	f->has_before ? ' ' : 'n', ' '};
+
+	/*
+	 * Keys of owners the caller has not the privileges of are left out here,
+	 * not looked at one by one: what they are costs the caller nothing.
+	 * The roles are listed once (a key's owner may have been dropped since,
+	 * which pg_has_role on the key's owner would raise).
+	 */
+	return SPI_cursor_open_with_args(NULL, psprintf(
+		"SELECT key FROM %s WHERE state OPERATOR(pg_catalog.=) 'x'"
+		" AND scope OPERATOR(pg_catalog.=) $1"
+		" AND ($2 IS NULL OR pg_catalog.starts_with(key, $2))"
+		" AND ($3 IS NULL OR updated_at OPERATOR(pg_catalog.>=) $3)"
+		" AND ($4 IS NULL OR updated_at OPERATOR(pg_catalog.<) $4)"
+		" AND owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"   SELECT r.oid FROM pg_catalog.pg_roles r"
+		"   WHERE pg_catalog.pg_has_role($5, r.oid, 'USAGE')))",
+		g->table), 5, argtypes, values, nulls, true, 0);
+}
+
 void
 eo_ks_each_dead(const EoDeadFilter *f, void (*fn) (text *key, void *arg), void *arg)
 {
-	Oid			argtypes[4] = {INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', f->prefix ? ' ' : 'n', f->has_since ? ' ' : 'n',
-	f->has_before ? ' ' : 'n'};
 	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "eo dead keys",
 												ALLOCSET_DEFAULT_SIZES);
+	/* what `fn` allocates for one key (its row, detoasted) goes with it */
+	MemoryContext each = AllocSetContextCreate(CurrentMemoryContext, "eo dead key",
+											   ALLOCSET_DEFAULT_SIZES);
 
-	values[0] = Int32GetDatum(f->scope);
-	values[1] = PointerGetDatum(f->prefix);
-	values[2] = TimestampTzGetDatum(f->since);
-	values[3] = TimestampTzGetDatum(f->before);
 	for (int i = 0; i < store.ngens; i++)
 	{
 		Portal		portal;
 
 		if (store.gens[i].natts < KEY_NATTS)
 			continue;
-		portal = SPI_cursor_open_with_args(NULL, psprintf(
-			"SELECT key FROM %s WHERE state OPERATOR(pg_catalog.=) 'x'"
-			" AND scope OPERATOR(pg_catalog.=) $1"
-			" AND ($2 IS NULL OR pg_catalog.starts_with(key, $2))"
-			" AND ($3 IS NULL OR updated_at OPERATOR(pg_catalog.>=) $3)"
-			" AND ($4 IS NULL OR updated_at OPERATOR(pg_catalog.<) $4)",
-			store.gens[i].table), 4, argtypes, values, nulls, true, 0);
+		portal = ks_open_dead_cursor(&store.gens[i], f);
 		for (;;)
 		{
 			MemoryContext old;
@@ -1291,18 +1310,23 @@ eo_ks_each_dead(const EoDeadFilter *f, void (*fn) (text *key, void *arg), void *
 			for (uint64 n = 0; n < SPI_processed; n++)
 			{
 				bool		isnull;
-				Datum		k = SPI_getbinval(SPI_tuptable->vals[n], SPI_tuptable->tupdesc, 1, &isnull);
 
-				keys = lappend(keys, DatumGetTextPCopy(k));
+				keys = lappend(keys, DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[n],
+																	 SPI_tuptable->tupdesc, 1, &isnull)));
 			}
-			MemoryContextSwitchTo(old);
 			SPI_freetuptable(SPI_tuptable);
 			foreach(lc, keys)
+			{
+				MemoryContextSwitchTo(each);
 				fn((text *) lfirst(lc), arg);
+				MemoryContextReset(each);
+			}
+			MemoryContextSwitchTo(old);
 			MemoryContextReset(batch);
 		}
 		SPI_cursor_close(portal);
 	}
+	MemoryContextDelete(each);
 	MemoryContextDelete(batch);
 }
 

@@ -73,6 +73,7 @@ eo_redrive_dead(PG_FUNCTION_ARGS)
 	BulkRedrive bulk;
 
 	eo_scope_resolve(PG_GETARG_DATUM(0), PG_ARGISNULL(0), caller, &scope);
+	filter.caller = caller;
 	filter.scope = scope.id;
 	filter.prefix = eo_check_key_prefix(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	filter.has_since = !PG_ARGISNULL(2);

@@ -64,6 +64,7 @@ static DbCounters *mine = NULL;	/* this backend's database's slot */
 
 PG_FUNCTION_INFO_V1(eo_claim_stats);
 PG_FUNCTION_INFO_V1(eo_metrics_claims);
+PG_FUNCTION_INFO_V1(eo_metrics_keys_redriven);
 PG_FUNCTION_INFO_V1(eo_metrics_maintenance);
 
 Size
@@ -344,12 +345,10 @@ eo_stat_pass_done(const EoPassStats *stats, TimestampTz started)
  * The counters `which` of this database as one row of the function's
  * result type; all NULL without the preload or when every slot is taken
  * by other databases.  `extra` columns come first (filled by the caller).
- * The last `nnew` counters are left out for the SQL definition of an
- * older version, which does not have them (until ALTER EXTENSION UPDATE).
  */
 static Datum
 counters_row(FunctionCallInfo fcinfo, DbCounters *slot, const EoStat *which, int n,
-			 int nnew, Datum *extra, bool *extra_nulls, int nextra)
+			 Datum *extra, bool *extra_nulls, int nextra)
 {
 	TupleDesc	tupdesc;
 	Datum	   *values = palloc(sizeof(Datum) * (n + nextra));
@@ -357,8 +356,6 @@ counters_row(FunctionCallInfo fcinfo, DbCounters *slot, const EoStat *which, int
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "eo: a counters function must return a composite type");
-	if (tupdesc->natts < n + nextra && tupdesc->natts >= n - nnew + nextra)
-		n = tupdesc->natts - nextra;
 	if (tupdesc->natts != n + nextra)
 		elog(ERROR, "eo: a counters function returns %d columns, not %d",
 			 tupdesc->natts, n + nextra);
@@ -383,7 +380,7 @@ eo_claim_stats(PG_FUNCTION_ARGS)
 	static const EoStat which[] = {EO_STAT_DUPLICATES, EO_STAT_FINGERPRINT_CONFLICTS,
 	EO_STAT_STALE_TOKENS};
 
-	PG_RETURN_DATUM(counters_row(fcinfo, my_slot(true), which, lengthof(which), 0, NULL, NULL, 0));
+	PG_RETURN_DATUM(counters_row(fcinfo, my_slot(true), which, lengthof(which), NULL, NULL, 0));
 }
 
 static Datum
@@ -400,14 +397,28 @@ eo_metrics_claims(PG_FUNCTION_ARGS)
 	static const EoStat which[] = {EO_STAT_CLAIMED, EO_STAT_DUPLICATES, EO_STAT_BUSY,
 		EO_STAT_DEAD_ANSWERS, EO_STAT_TAKEN_OVER, EO_STAT_COMPLETED, EO_STAT_FAILED,
 		EO_STAT_KEYS_DEAD, EO_STAT_RECLAIMED, EO_STAT_FINGERPRINT_CONFLICTS,
-	EO_STAT_STALE_TOKENS, EO_STAT_REDRIVEN};
+	EO_STAT_STALE_TOKENS};
 	DbCounters *slot = my_slot(true);
 	Datum		extra[1];
 	bool		extra_nulls[1];
 
 	extra[0] = since_column(slot, &extra_nulls[0]);
-	/* keys_redriven came in 0.3.0 */
-	PG_RETURN_DATUM(counters_row(fcinfo, slot, which, lengthof(which), 1, extra, extra_nulls, 1));
+	PG_RETURN_DATUM(counters_row(fcinfo, slot, which, lengthof(which), extra, extra_nulls, 1));
+}
+
+/*
+ * eo_metrics.keys_redriven(): dead keys redriven, since `since` (0.3.0's
+ * column of eo_metrics.claims, a function of its own so that the view
+ * grows in place); NULL where the other counters are.
+ */
+Datum
+eo_metrics_keys_redriven(PG_FUNCTION_ARGS)
+{
+	DbCounters *slot = my_slot(true);
+
+	if (slot == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64((int64) pg_atomic_read_u64(&slot->counts[EO_STAT_REDRIVEN]));
 }
 
 /*
@@ -433,5 +444,5 @@ eo_metrics_maintenance(PG_FUNCTION_ARGS)
 	extra[1] = TimestampTzGetDatum((TimestampTz) end);
 	extra[2] = Float8GetDatum(slot == NULL ? 0 :
 							  (double) pg_atomic_read_u64(&slot->last_pass_usecs) / USECS_PER_SEC);
-	PG_RETURN_DATUM(counters_row(fcinfo, slot, which, lengthof(which), 0, extra, extra_nulls, 3));
+	PG_RETURN_DATUM(counters_row(fcinfo, slot, which, lengthof(which), extra, extra_nulls, 3));
 }
