@@ -66,6 +66,17 @@ SELECT eo_test_try($$SELECT eo_recovery_point(NULL, 1, 'p')$$);
 -- nothing was lost: the point recorded before stands
 SELECT recovery_point, recovery_state FROM eo_keys() WHERE key = 'ride:2';
 
+-- A key that went dead keeps its point, and a redrive hands it on.
+SET eo.max_attempts = 1;
+SELECT status FROM eo_claim('ride:3', lease => '1 minute');
+SELECT lease_token AS t5 FROM eo_status('ride:3') \gset
+SELECT eo_recovery_point('ride:3', :t5, 'charged', '{"charge": "ch_3"}');
+SELECT eo_fail('ride:3', 'mail server down', :t5);
+SELECT status, recovery_point FROM eo_claim('ride:3', lease => '1 minute');
+SELECT eo_redrive('ride:3');
+SELECT status, attempts, recovery_point, recovery_state FROM eo_claim('ride:3', lease => '1 minute');
+SET eo.max_attempts = 5;
+
 -- Another role may not record a point on the key, even with its token.
 CREATE ROLE regress_eo_rp_other NOLOGIN;
 GRANT EXECUTE ON FUNCTION eo_recovery_point(text, bigint, text, jsonb, text) TO regress_eo_rp_other;

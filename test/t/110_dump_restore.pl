@@ -85,7 +85,11 @@ RESET ROLE;
 SET eo.max_attempts = 1;
 SELECT eo_claim('dead', lease => '1 hour');
 SELECT eo_fail('dead', 'gave up', (SELECT lease_token FROM eo_status('dead')));
+-- a key redriven once, and the lease's recorded progress
+SELECT eo_fail('redriven', 'gave up');
+SELECT eo_redrive('redriven');
 RESET eo.max_attempts;
+SELECT eo_recovery_point('leased', (SELECT lease_token FROM eo_status('leased')), 'step1', '{"n": 1}');
 SELECT eo_outbox_create('billing', slots => 2);
 GRANT SELECT ON billing TO relay;
 GRANT EXECUTE ON FUNCTION eo_relay_fetch(text, text, int, interval),
@@ -152,6 +156,12 @@ SELECT status, result FROM eo_claim('done', scope => 'billing')}),
 		'dead', "$how: a dead key stays dead");
 	is($node->safe_psql('shop', q{SET ROLE app; SELECT status FROM eo_claim('leased')}),
 		'busy', "$how: a live lease is still a lease");
+	is( $node->safe_psql(
+			'shop', q{SELECT key, recovery_point, recovery_state, attempts_before_redrive
+FROM eo_keys() WHERE key IN ('leased', 'redriven') ORDER BY key}),
+		"leased|step1|{\"n\": 1}|\nredriven|||1", "$how: recovery points and redrives are kept");
+	is($node->safe_psql('shop', q{SET eo.max_attempts = 1; SELECT status, attempts FROM eo_claim('redriven')}),
+		'claimed|2', "$how: ... so the redriven key still has its attempt");
 	is($node->safe_psql('shop', q{SELECT owner FROM eo_keys() WHERE key = 'done' AND scope = 0}),
 		'app', "$how: keys keep their owner");
 	cmp_ok($node->safe_psql('shop', q{SELECT lease_token FROM eo_claim('new', lease => '1 s')}),
