@@ -396,7 +396,11 @@ result_desc_invalidate(Datum arg, int cacheid, uint32 hashvalue)
 	result_desc_fn = InvalidOid;
 }
 
-/* 0.3.0's ALTER TYPE eo_claim_result ADD ATTRIBUTE changes the row type. */
+/*
+ * 0.3.0's ALTER TYPE eo_claim_result ADD ATTRIBUTE changes the row type.
+ * Its update script also makes functions, whose pg_proc entries reset the
+ * cache above anyway; this does not count on that.
+ */
 static void
 result_type_invalidate(Datum arg, Oid relid)
 {

@@ -73,8 +73,15 @@ SELECT claimed > 0 FROM eo_metrics.claims}),
 my $dump = $node->basedir . '/eo020.sql';
 $node->command_ok([ 'pg_dump', '-Fp', '-f', $dump, '-d', $node->connstr('postgres') ],
 	'pg_dump of the 0.2.0 database');
-my ($ret, $out, $err) = $node->psql('postgres', 'ALTER EXTENSION eo UPDATE');
+# The update, in a session that claimed before it: its next claim returns
+# the wider row (the row type it had cached changed under it).
+my ($ret, $out, $err) = $node->psql(
+	'postgres', q{
+SELECT count(*) FROM eo_claim('same-session-before');
+ALTER EXTENSION eo UPDATE;
+SELECT recovery_point IS NULL, recovery_state IS NULL FROM eo_claim('same-session-after');});
 is($ret, 0, 'ALTER EXTENSION eo UPDATE succeeds') or diag($err);
+is($out, "1\nt|t", 'a session that claimed before the update gets the 0.3.0 row after it');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
 	$default, "updated to $default");
 
