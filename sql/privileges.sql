@@ -24,6 +24,17 @@ WHERE d.classid = 'pg_proc'::regclass
   AND d.deptype = 'e'
 ORDER BY p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid) COLLATE "C";
 
+-- Types: eo_claim's row type is not PUBLIC's to build on (a table made OF
+-- it would stop ALTER TYPE in an update); calling eo_claim needs no USAGE.
+SELECT t.oid::regtype AS type, has_type_privilege('public', t.oid, 'USAGE') AS public_usage
+FROM pg_depend AS d
+JOIN pg_type AS t ON t.oid = d.objid
+WHERE d.classid = 'pg_type'::regclass
+  AND d.refclassid = 'pg_extension'::regclass
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')
+  AND d.deptype = 'e' AND t.typtype = 'c'
+ORDER BY 1::text;
+
 -- Every table and sequence of the extension: no privilege for PUBLIC or
 -- any role other than the owner, but for the metrics views (below).
 SELECT c.oid::regclass AS relation,
