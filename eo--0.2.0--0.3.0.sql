@@ -42,32 +42,10 @@ REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack_pages(pg_catalog.text, pg_catalo
 
 -- ---- keys: recovery points and redrive (src/claim.c, src/redrive.c) ----
 
--- Every key table gains, last (keystore.c reads columns by number):
--- - recovery_point, recovery_state: the progress a lease holder recorded
---   with eo_recovery_point, handed to the next holder by eo_claim;
--- - attempts_before_redrive: the attempts a dead key had when it was last
---   redriven, so that eo.max_attempts counts from there while `attempts`
---   keeps the whole history.
--- Nullable columns without a default: nothing is rewritten, but each
--- table is locked for a moment (claims wait for it).
-DO $$
-DECLARE
-    r pg_catalog.regclass;
-BEGIN
-    FOR r IN SELECT 'eo_internal.eo_keys_template'::pg_catalog.regclass
-             UNION ALL
-             SELECT c.oid FROM eo_internal.eo_generations g
-             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
-    LOOP
-        EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN recovery_point pg_catalog.text,'
-                                  ' ADD COLUMN recovery_state pg_catalog.jsonb,'
-                                  ' ADD COLUMN attempts_before_redrive pg_catalog.int4', r);
-    END LOOP;
-END
-$$;
-
--- eo_claim returns them to the next holder of a key (status 'claimed').
--- The type grows in place, so eo_claim and its grants stay as they are.
+-- eo_claim returns a key's recovery point and state (columns the key
+-- tables gain at the end of this script) to its next holder (status
+-- 'claimed').  The type grows in place, so eo_claim and its grants stay
+-- as they are.
 ALTER TYPE @extschema@.eo_claim_result
     ADD ATTRIBUTE recovery_point pg_catalog.text,
     ADD ATTRIBUTE recovery_state pg_catalog.jsonb;
@@ -151,6 +129,35 @@ BEGIN
         WHERE t.attrelid OPERATOR(pg_catalog.=) 'eo_internal.eo_keys_template'::pg_catalog.regclass
           AND t.attnum OPERATOR(pg_catalog.>) 0 AND NOT t.attisdropped;
         RETURN QUERY EXECUTE pg_catalog.format('SELECT %s FROM %s', cols, g::pg_catalog.regclass);
+    END LOOP;
+END
+$$;
+
+-- ---- keys: the new columns, last ----
+
+-- Every key table gains, last (keystore.c reads columns by number):
+-- - recovery_point, recovery_state: the progress a lease holder recorded
+--   with eo_recovery_point, handed to the next holder by eo_claim;
+-- - attempts_before_redrive: the attempts a dead key had when it was last
+--   redriven, so that eo.max_attempts counts from there while `attempts`
+--   keeps the whole history.
+-- Nullable columns without a default: nothing is rewritten, but each
+-- table is locked (ACCESS EXCLUSIVE) to the end of the update, so claims
+-- wait for it.  Last in this script: nothing after it waits for a lock
+-- that another role can hold (eo_metrics.claims, which pg_monitor may
+-- read, is replaced above) while claims queue behind these.
+DO $$
+DECLARE
+    r pg_catalog.regclass;
+BEGIN
+    FOR r IN SELECT 'eo_internal.eo_keys_template'::pg_catalog.regclass
+             UNION ALL
+             SELECT c.oid FROM eo_internal.eo_generations g
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN recovery_point pg_catalog.text,'
+                                  ' ADD COLUMN recovery_state pg_catalog.jsonb,'
+                                  ' ADD COLUMN attempts_before_redrive pg_catalog.int4', r);
     END LOOP;
 END
 $$;

@@ -99,6 +99,7 @@ GRANT EXECUTE ON FUNCTION eo_fail(text, text, bigint, interval, text, text, bool
 TO regress_eo_rd_owner, regress_eo_rd_other;
 SET ROLE regress_eo_rd_owner;
 SELECT eo_fail('rd:owned'), eo_fail('rd:owned');
+SELECT eo_fail('rd:orphan'), eo_fail('rd:orphan');
 SET ROLE regress_eo_rd_other;
 SELECT eo_test_try($$SELECT eo_redrive('rd:owned')$$);
 -- in bulk, other roles' keys are passed over, not counted
@@ -113,4 +114,7 @@ REVOKE ALL ON FUNCTION eo_fail(text, text, bigint, interval, text, text, boolean
     eo_status(text, text)
 FROM regress_eo_rd_owner, regress_eo_rd_other;
 DROP ROLE regress_eo_rd_member, regress_eo_rd_other, regress_eo_rd_owner;
+-- a superuser's bulk redrive also reaches keys whose owner was dropped
+SELECT eo_redrive_dead(key_prefix => 'rd:orphan');
+SELECT state FROM eo_status('rd:orphan');
 RESET eo.max_attempts;

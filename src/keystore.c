@@ -1260,8 +1260,9 @@ ks_open_dead_cursor(const Generation *g, const EoDeadFilter *f)
 	Datum		values[5] = {Int32GetDatum(f->scope), PointerGetDatum(f->prefix),
 		TimestampTzGetDatum(f->since), TimestampTzGetDatum(f->before),
 	ObjectIdGetDatum(f->caller)};
+	/* a superuser's call also reaches the keys of roles dropped since */
 	char		nulls[5] = {' ', f->prefix ? ' ' : 'n', f->has_since ? ' ' : 'n',
-	f->has_before ? ' ' : 'n', ' '};
+	f->has_before ? ' ' : 'n', superuser_arg(f->caller) ? 'n' : ' '};
 
 	/*
 	 * Keys of owners the caller has not the privileges of are left out here,
@@ -1275,9 +1276,9 @@ ks_open_dead_cursor(const Generation *g, const EoDeadFilter *f)
 		" AND ($2 IS NULL OR pg_catalog.starts_with(key, $2))"
 		" AND ($3 IS NULL OR updated_at OPERATOR(pg_catalog.>=) $3)"
 		" AND ($4 IS NULL OR updated_at OPERATOR(pg_catalog.<) $4)"
-		" AND owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
+		" AND ($5 IS NULL OR owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
 		"   SELECT r.oid FROM pg_catalog.pg_roles r"
-		"   WHERE pg_catalog.pg_has_role($5, r.oid, 'USAGE')))",
+		"   WHERE pg_catalog.pg_has_role($5, r.oid, 'USAGE'))))",
 		g->table), 5, argtypes, values, nulls, true, 0);
 }
 
