@@ -32,7 +32,8 @@ JOIN pg_type AS t ON t.oid = d.objid
 WHERE d.classid = 'pg_type'::regclass
   AND d.refclassid = 'pg_extension'::regclass
   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')
-  AND d.deptype = 'e' AND t.typtype = 'c'
+  AND d.deptype = 'e'
+  AND t.typrelid IN (SELECT oid FROM pg_class WHERE relkind = 'c')  -- not a table's row type
 ORDER BY 1::text;
 
 -- Every table and sequence of the extension: no privilege for PUBLIC or
