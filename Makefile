@@ -43,7 +43,7 @@ DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql eo--0.2.0--0.3.0.sql
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
-	outbox outbox_privileges outbox_bad_input outbox_retention partitions plans key_indexes deferred stats http scopes outcomes tombstones recovery redrive \
+	outbox outbox_privileges outbox_bad_input outbox_retention relay_bounds partitions plans key_indexes deferred stats http scopes outcomes tombstones recovery redrive \
 	security
 REGRESS_OPTS = --load-extension=eo
 

@@ -126,6 +126,8 @@ extern List *eo_ob_names(char mode);
 extern char *eo_ob_slot_expr(const EoOutbox *ob, const char *alias);
 extern char *eo_ob_slot_expr_for(int32 slots, const char *column);
 extern char *eo_ob_row_check_expr(const EoOutbox *ob);
+extern void eo_ob_note_seq_drawn(void);
+extern bool eo_ob_xact_drew_seq(void);
 
 /*
  * outbox_partitions.c: the partitions of a table-mode outbox, all in

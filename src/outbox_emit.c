@@ -233,6 +233,7 @@ emit_direct(EoOutbox *ob, const EmitArgs *a)
 		eo_cluster_check_seq(ob->seqid);
 		slot->tts_values[txid_att - 1] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 		slot->tts_isnull[txid_att - 1] = false;
+		eo_ob_note_seq_drawn();
 		slot->tts_values[seq_att - 1] = Int64GetDatum(nextval_internal(ob->seqid, false));
 		slot->tts_isnull[seq_att - 1] = false;
 		insert_row(part, estate, slot);

@@ -636,6 +636,26 @@ static int64 drawn_seq;
 static Oid	drawn_from;			/* ... from this sequence */
 static LocalTransactionId drawn_lxid = InvalidLocalTransactionId;
 
+/* The transaction that drew an outbox seq last (any outbox, any way). */
+static LocalTransactionId xact_drew_lxid = InvalidLocalTransactionId;
+
+/*
+ * Every seq an event gets is drawn by a call that notes it here, so that
+ * a relay's fetch knows whether its own transaction may hold events
+ * (take_cut in outbox_relay_fetch.c).
+ */
+void
+eo_ob_note_seq_drawn(void)
+{
+	xact_drew_lxid = EO_MY_LXID;
+}
+
+bool
+eo_ob_xact_drew_seq(void)
+{
+	return xact_drew_lxid == EO_MY_LXID;
+}
+
 /*
  * The table of the outbox whose seq sequence `seqid` is, from the registry;
  * an error if it is none.  Cached (approved_seqs, approved_tables): only
@@ -715,6 +735,7 @@ eo_outbox_next_seq(PG_FUNCTION_ARGS)
 	approve_sequence(seqid);
 	eo_cluster_check_seq(seqid);	/* before the first seq of a new cluster */
 	(void) GetTopTransactionId();
+	eo_ob_note_seq_drawn();
 	drawn_seq = nextval_internal(seqid, false);
 	drawn_from = seqid;
 	drawn_lxid = EO_MY_LXID;

@@ -41,8 +41,13 @@
  * where H = the sequence's last value read before X = the next txid to be
  * assigned, an event with txid >= X has seq > H.  Each fetch records
  * such a pair in the slot (a short history); lo(S) = 1 + the largest H
- * among recorded pairs with X <= xmin(S), as every event invisible in S
- * has txid >= xmin(S); and never lower than lo(P).  A long transaction
+ * among recorded pairs and S's own pair with X <= x(S), the oldest txid
+ * S does not see that may hold events (the first of its in-progress
+ * list, else its xmax, or the one after xmax if that is the fetch's own
+ * transaction and it drew no seq), as every event invisible in S has
+ * txid >= x(S); and never lower than lo(P).  With S's own pair, a batch taken while no other transaction
+ * runs has lo(S) = hi(S) + 1: the next batch starts its scan where this
+ * one ended, not where it began.  A long transaction
  * holds lo back to where it started, so while it runs each batch also
  * scans the events committed since it began (PgQ has the same cost and
  * trims it with txid lists; here it is one index range scan).
@@ -292,9 +297,11 @@ prepare_plans(void)
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
 	 * whatever pg_current_snapshot() shows as committed drew its seqs
-	 * before hi.
+	 * before hi.  The second column is the first txid of its in-progress
+	 * list, NULL if none (take_cut makes x(S) of it).
 	 */
-	relay_plans.cut = eo_prepare_kept("SELECT x.s, pg_catalog.pg_snapshot_xmin(x.s),"
+	relay_plans.cut = eo_prepare_kept("SELECT x.s, (SELECT i FROM pg_catalog.pg_snapshot_xip(x.s) i"
+								" ORDER BY i USING OPERATOR(pg_catalog.<) LIMIT 1), pg_catalog.pg_snapshot_xmax(x.s),"
 								" pg_catalog.pg_sequence_last_value($1)"
 								" FROM (SELECT pg_catalog.pg_current_snapshot() AS s) x",
 								1, cut_types);

@@ -14,6 +14,7 @@
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
@@ -144,7 +145,7 @@ lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 typedef struct Cut
 {
 	Datum		snap;
-	FullTransactionId xmin;
+	FullTransactionId xmin;		/* x(S): the oldest txid S does not see */
 	int64		hi;
 	FullTransactionId next_xid;
 } Cut;
@@ -172,12 +173,35 @@ check_seq_cache(EoOutbox *ob)
 				 errhint("ALTER SEQUENCE %s CACHE 1", get_rel_name(ob->seqid))));
 }
 
+/*
+ * x(S) (see the top of outbox_relay.c) from S's first in-progress txid
+ * (if any) and xmax.  The fetch's own transaction, which has a txid by
+ * now (the slots are locked), is never in that list; it is at xmax when
+ * nothing committed since it began, and then holds back x(S) only if it
+ * wrote events itself.
+ */
+static FullTransactionId
+oldest_unseen(bool has_xip, FullTransactionId first_xip, FullTransactionId xmax)
+{
+	FullTransactionId own = GetTopFullTransactionIdIfAny();
+
+	if (has_xip)
+		return first_xip;
+	if (FullTransactionIdEquals(own, xmax) && !eo_ob_xact_drew_seq())
+		FullTransactionIdAdvance(&xmax);
+	return xmax;
+}
+
 static void
 take_cut(EoOutbox *ob, Cut *cut)
 {
 	Datum		values[1];
+	bool		xip_null;
 	bool		isnull;
+	Datum		first_xip;
 	Datum		hi;
+	HeapTuple	row;
+	TupleDesc	desc;
 	int			rc;
 
 	check_seq_cache(ob);
@@ -186,10 +210,14 @@ take_cut(EoOutbox *ob, Cut *cut)
 	rc = SPI_execute_plan(relay_plans.cut, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "eo: snapshot failed: %s", SPI_result_code_string(rc));
-	cut->snap = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	cut->xmin = DatumGetFullTransactionId(SPI_getbinval(SPI_tuptable->vals[0],
-														SPI_tuptable->tupdesc, 2, &isnull));
-	hi = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	cut->snap = SPI_getbinval(row, desc, 1, &isnull);
+	first_xip = SPI_getbinval(row, desc, 2, &xip_null);
+	cut->xmin = oldest_unseen(!xip_null,
+							  xip_null ? InvalidFullTransactionId : DatumGetFullTransactionId(first_xip),
+							  DatumGetFullTransactionId(SPI_getbinval(row, desc, 3, &isnull)));
+	hi = SPI_getbinval(row, desc, 4, &isnull);
 	cut->hi = isnull ? 0 : DatumGetInt64(hi);
 	/* Read after hi: every txid from here on draws seqs above hi. */
 	cut->next_xid = ReadNextFullTransactionId();
@@ -207,6 +235,20 @@ lower_bound(const Slot *s, FullTransactionId xmin)
 			s->hist_seq[i] + 1 > lo)
 			lo = s->hist_seq[i] + 1;
 	}
+	return lo;
+}
+
+/*
+ * lo(S) for a batch (P, S] starting at the cut: lower_bound with the cut's
+ * own pair as well (see the top of outbox_relay.c).
+ */
+static int64
+batch_lower_bound(const Slot *s, const Cut *cut)
+{
+	int64		lo = lower_bound(s, cut->xmin);
+
+	if (FullTransactionIdPrecedesOrEquals(cut->next_xid, cut->xmin) && cut->hi + 1 > lo)
+		lo = cut->hi + 1;
 	return lo;
 }
 
@@ -260,7 +302,7 @@ serve_batch(EoRelayCall *call, Slot *s, PageReceiver *r)
 static bool
 start_batch(EoRelayCall *call, Slot *s, const Cut *cut, PageReceiver *r)
 {
-	int64		lo = lower_bound(s, cut->xmin);
+	int64		lo = batch_lower_bound(s, cut);
 	bool		found;
 
 	found = relay_run_page(call, s, s->pos_lo - 1, cut->hi, s->pos_snap, cut->snap, r) > 0;
@@ -348,7 +390,7 @@ probe_slots(EoRelayCall *call, const Slot *c, int n, TimestampTz now, bool *work
 		 * well above it, serve the slot: start_batch moves it to this cut,
 		 * one write, and the probes after it start there.
 		 */
-		if (lower_bound(&c[i], cut.xmin) > c[i].pos_lo + LO_SLACK)
+		if (batch_lower_bound(&c[i], &cut) > c[i].pos_lo + LO_SLACK)
 		{
 			work[i] = true;
 			continue;
@@ -637,7 +679,7 @@ move_slot(Slot *s, const SlotPage *pg, const Cut *cut, bool *complete)
 	}
 	/* a new batch (P, S] (start_batch) */
 	{
-		int64		lo = lower_bound(s, cut->xmin);
+		int64		lo = batch_lower_bound(s, cut);
 
 		remember(s, cut);
 		if (pg->count == 0)
@@ -658,26 +700,133 @@ move_slot(Slot *s, const SlotPage *pg, const Cut *cut, bool *complete)
 }
 
 /*
+ * The seq bound that the pages of n slots served together are cut at
+ * (lo[i], hi[i]: each slot's bounds), or PG_INT64_MAX for none.  Each
+ * slot's events lie spread over every heap page, so pages filled slot
+ * after slot (the first slot's whole page before the next) read
+ * max_events scattered rows from max_events heap pages or more; cut at a
+ * common bound, all the slots read the same few heap pages, each while
+ * the others have just brought it into the CPU's cache.  seqs come from
+ * one sequence per outbox, so (low, low + max] holds at most max events of
+ * all slots together: the pages fit max_events without a cut of their
+ * own.  No bound when the bounds already span no more than that.
+ */
+static int64
+common_bound(const int64 *lo, const int64 *hi, int n, int32 max)
+{
+	int64		low = lo[0];
+	int64		high = hi[0];
+	int64		bound;
+
+	for (int i = 1; i < n; i++)
+	{
+		low = Min(low, lo[i]);
+		high = Max(high, hi[i]);
+	}
+	if (n < 2 || pg_add_s64_overflow(low, max, &bound) || high <= bound)
+		return PG_INT64_MAX;
+	return bound;
+}
+
+/* Did the pages of m reach the ordinal-th slot (i = ordinal - 1)? */
+static bool
+page_reached(const PagesReceiver *m, int i)
+{
+	return !(i + 1 > m->stopped_at || (i + 1 == m->stopped_at && m->pages[i].count == 0));
+}
+
+/*
+ * The pages of the n slots s[] (bounds lo, hi, P, S each), cut at the
+ * common bound (common_bound), into pages[] and reached[] (false: the slot
+ * is left as it was).  A slot whose page was cut may have events above the
+ * bound: its page is not the last of its batch.  A slot that got nothing
+ * below the bound (its events lie above it: its position is ahead of the
+ * others') gets its page in a second statement, without the bound, from
+ * what is left of max_events, so that a fetch never stops at the bound
+ * with nothing.  Each slot's rows stay together in the result.  Returns
+ * the events handed out.
+ */
+static int32
+run_cut_pages(EoRelayCall *call, const Slot *s, int n, const int64 *lo, const int64 *hi,
+			  const Datum *ps, const Datum *ss, PageReceiver *r, SlotPage *pages, bool *reached)
+{
+	int64		bound = common_bound(lo, hi, n, r->max);
+	int64	   *cut_hi = palloc(sizeof(int64) * n);
+	int		   *rest = palloc(sizeof(int) * n);
+	int			nrest = 0;
+	PagesReceiver m;
+
+	for (int i = 0; i < n; i++)
+		cut_hi[i] = Min(hi[i], bound);
+	m.page = *r;
+	run_pages(call, s, n, lo, cut_hi, ps, ss, &m);
+	for (int i = 0; i < n; i++)
+	{
+		pages[i] = m.pages[i];
+		reached[i] = page_reached(&m, i);
+		if (!reached[i] || cut_hi[i] == hi[i])
+			continue;
+		if (pages[i].count > 0)
+			pages[i].more = true;
+		else
+		{
+			reached[i] = false;
+			rest[nrest++] = i;
+		}
+	}
+	if (nrest > 0 && m.total < r->max)
+	{
+		Slot	   *rs = palloc(sizeof(Slot) * nrest);
+		int64	   *rlo = palloc(sizeof(int64) * nrest);
+		int64	   *rhi = palloc(sizeof(int64) * nrest);
+		Datum	   *rps = palloc(sizeof(Datum) * nrest);
+		Datum	   *rss = palloc(sizeof(Datum) * nrest);
+		int32		first = m.total;
+
+		for (int j = 0; j < nrest; j++)
+		{
+			rs[j] = s[rest[j]];
+			rlo[j] = lo[rest[j]];
+			rhi[j] = hi[rest[j]];
+			rps[j] = ps[rest[j]];
+			rss[j] = ss[rest[j]];
+		}
+		m.page = *r;
+		m.page.max = r->max - first;
+		run_pages(call, rs, nrest, rlo, rhi, rps, rss, &m);
+		for (int j = 0; j < nrest; j++)
+		{
+			pages[rest[j]] = m.pages[j];
+			reached[rest[j]] = page_reached(&m, j);
+		}
+		return first + m.total;
+	}
+	return m.total;
+}
+
+/*
  * Serve the n locked slots s[] together (none with an earlier cluster's
- * events), as serve_slot serves one, in three statements for them all:
- * one snapshot S for those starting a batch, taken after they were all
- * locked (see serve_slot); one statement for all their pages, max_events
- * shared in s's order; one UPDATE of their rows.  A slot the pages did
- * not reach (max_events was reached first) is left as it was.  Returns
- * the events handed out; adds the slots with a page to *served; clears
- * *drained as serve_slot's *complete would.
+ * events), as serve_slot serves one, in three statements for them all
+ * (a fourth now and then: run_cut_pages): one snapshot S for those
+ * starting a batch, taken after they were all locked (see serve_slot);
+ * one statement for all their pages, max_events shared by a common seq
+ * bound; one UPDATE of their rows.  A slot the pages did not reach is
+ * left as it was.  Returns the events handed out; adds the slots with a
+ * page to *served; clears *drained as serve_slot's *complete would.
  */
 static int32
 serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
 			int64 lease_usecs, bool session_lease, int32 *served, bool *drained)
 {
-	PagesReceiver m;
 	Cut			cut;
 	int64	   *lo = palloc(sizeof(int64) * n);
 	int64	   *hi = palloc(sizeof(int64) * n);
 	Datum	   *ps = palloc(sizeof(Datum) * n);
 	Datum	   *ss = palloc(sizeof(Datum) * n);
+	SlotPage   *pages = palloc(sizeof(SlotPage) * n);
+	bool	   *reached = palloc(sizeof(bool) * n);
 	int			written = 0;
+	int32		total;
 
 	memset(&cut, 0, sizeof(cut));
 	for (int i = 0; i < n; i++)
@@ -693,16 +842,15 @@ serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
 		ps[i] = s[i].pos_snap;
 		ss[i] = s[i].has_batch ? s[i].batch_snap : cut.snap;
 	}
-	m.page = *r;
-	run_pages(call, s, n, lo, hi, ps, ss, &m);
+	total = run_cut_pages(call, s, n, lo, hi, ps, ss, r, pages, reached);
 	for (int i = 0; i < n; i++)
 	{
-		const SlotPage *pg = &m.pages[i];
+		const SlotPage *pg = &pages[i];
 		bool		complete;
 
-		if (i + 1 > m.stopped_at || (i + 1 == m.stopped_at && pg->count == 0))
+		if (!reached[i])
 		{
-			*drained = false;	/* not reached */
+			*drained = false;
 			continue;
 		}
 		move_slot(&s[i], pg, &cut, &complete);
@@ -713,7 +861,7 @@ serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
 		s[written++] = s[i];
 	}
 	relay_write_slots(call->ob->name, call->grp, s, written);
-	return m.total;
+	return total;
 }
 
 static bool
