@@ -174,22 +174,70 @@ check_seq_cache(EoOutbox *ob)
 }
 
 /*
- * x(S) (see the top of outbox_relay.c) from S's first in-progress txid
- * (if any) and xmax.  The fetch's own transaction, which has a txid by
- * now (the slots are locked), is never in that list; it is at xmax when
- * nothing committed since it began, and then holds back x(S) only if it
- * wrote events itself.
+ * S as the fetch's own transaction `own` must see it: with `own` in
+ * progress.  PostgreSQL leaves a backend's own txid out of its snapshot's
+ * in-progress list, so below xmax it would count as committed: the
+ * fetch would hand out its own transaction's events before they commit
+ * (and they would vanish on ROLLBACK), and those it writes after the
+ * fetch would be visible in S, so no later batch, which takes the events
+ * invisible in S, would ever hand them out.  Through the text form
+ * "xmin:xmax:xip,...", whose list is ascending.
+ */
+static Datum
+with_own_in_progress(Datum snap, FullTransactionId own, FullTransactionId xmax)
+{
+	char	   *text;
+	char	   *list;
+	StringInfoData buf;
+	uint64		own64 = U64FromFullTransactionId(own);
+	bool		placed = false;
+
+	if (!FullTransactionIdIsValid(own) || !FullTransactionIdPrecedes(own, xmax))
+		return snap;			/* none, or at or past xmax: in progress already */
+	text = DatumGetCString(DirectFunctionCall1(pg_snapshot_out, snap));
+	list = strchr(strchr(text, ':') + 1, ':') + 1;
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, text, list - text);
+	for (char *p = list; *p != '\0';)
+	{
+		char	   *end;
+		uint64		xid = strtou64(p, &end, 10);
+
+		if (!placed && own64 < xid)
+		{
+			appendStringInfo(&buf, UINT64_FORMAT ",", own64);
+			placed = true;
+		}
+		appendStringInfo(&buf, UINT64_FORMAT ",", xid);
+		p = *end == ',' ? end + 1 : end;
+	}
+	if (!placed)
+		appendStringInfo(&buf, UINT64_FORMAT ",", own64);
+	buf.data[--buf.len] = '\0';	/* the last comma */
+	return DirectFunctionCall1(pg_snapshot_in, CStringGetDatum(buf.data));
+}
+
+/*
+ * x(S) (see the top of outbox_relay.c): the oldest txid S does not see
+ * that may hold events.  S's own in-progress list (first_xip, if any)
+ * leaves out the fetch's own transaction, which with_own_in_progress puts
+ * in; that one holds back x(S) only if it wrote events before the cut
+ * (a seq it draws later is above hi(S)).
  */
 static FullTransactionId
-oldest_unseen(bool has_xip, FullTransactionId first_xip, FullTransactionId xmax)
+oldest_unseen(bool has_xip, FullTransactionId first_xip, FullTransactionId xmax,
+			  FullTransactionId own)
 {
-	FullTransactionId own = GetTopFullTransactionIdIfAny();
+	bool		own_wrote = FullTransactionIdIsValid(own) && eo_ob_xact_drew_seq();
+	FullTransactionId x = xmax;
 
-	if (has_xip)
-		return first_xip;
-	if (FullTransactionIdEquals(own, xmax) && !eo_ob_xact_drew_seq())
-		FullTransactionIdAdvance(&xmax);
-	return xmax;
+	if (FullTransactionIdEquals(own, xmax) && !own_wrote)
+		FullTransactionIdAdvance(&x);
+	if (has_xip && FullTransactionIdPrecedes(first_xip, x))
+		x = first_xip;
+	if (own_wrote && FullTransactionIdPrecedes(own, x))
+		x = own;
+	return x;
 }
 
 static void
@@ -202,6 +250,8 @@ take_cut(EoOutbox *ob, Cut *cut)
 	Datum		hi;
 	HeapTuple	row;
 	TupleDesc	desc;
+	FullTransactionId own = GetTopFullTransactionIdIfAny();
+	FullTransactionId xmax;
 	int			rc;
 
 	check_seq_cache(ob);
@@ -212,11 +262,12 @@ take_cut(EoOutbox *ob, Cut *cut)
 		elog(ERROR, "eo: snapshot failed: %s", SPI_result_code_string(rc));
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
-	cut->snap = SPI_getbinval(row, desc, 1, &isnull);
 	first_xip = SPI_getbinval(row, desc, 2, &xip_null);
+	xmax = DatumGetFullTransactionId(SPI_getbinval(row, desc, 3, &isnull));
+	cut->snap = with_own_in_progress(SPI_getbinval(row, desc, 1, &isnull), own, xmax);
 	cut->xmin = oldest_unseen(!xip_null,
 							  xip_null ? InvalidFullTransactionId : DatumGetFullTransactionId(first_xip),
-							  DatumGetFullTransactionId(SPI_getbinval(row, desc, 3, &isnull)));
+							  xmax, own);
 	hi = SPI_getbinval(row, desc, 4, &isnull);
 	cut->hi = isnull ? 0 : DatumGetInt64(hi);
 	/* Read after hi: every txid from here on draws seqs above hi. */
