@@ -35,7 +35,9 @@
  * seq range of the slot, filtered by the two visibility tests.  Upper
  * end: hi(S), the seq sequence's last value read after S was taken;
  * a transaction visible in S drew its seqs before it committed, before S.
- * Lower end: lo(P), a seq below which no event invisible in P can lie.
+ * (S always shows the fetch's own transaction in progress, although
+ * PostgreSQL leaves a backend's own txid out of its snapshots: see
+ * with_own_in_progress in outbox_relay_fetch.c.)  Lower end: lo(P), a seq below which no event invisible in P can lie.
  * Every event's txid was assigned no later than its seq was drawn (the
  * txid column's default runs first, see outbox_registry.c), so for any pair (X, H)
  * where H = the sequence's last value read before X = the next txid to be
