@@ -14,7 +14,6 @@
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
-#include "common/int.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
@@ -751,133 +750,26 @@ move_slot(Slot *s, const SlotPage *pg, const Cut *cut, bool *complete)
 }
 
 /*
- * The seq bound that the pages of n slots served together are cut at
- * (lo[i], hi[i]: each slot's bounds), or PG_INT64_MAX for none.  Each
- * slot's events lie spread over every heap page, so pages filled slot
- * after slot (the first slot's whole page before the next) read
- * max_events scattered rows from max_events heap pages or more; cut at a
- * common bound, all the slots read the same few heap pages, each while
- * the others have just brought it into the CPU's cache.  seqs come from
- * one sequence per outbox, so (low, low + max] holds at most max events of
- * all slots together: the pages fit max_events without a cut of their
- * own.  No bound when the bounds already span no more than that.
- */
-static int64
-common_bound(const int64 *lo, const int64 *hi, int n, int32 max)
-{
-	int64		low = lo[0];
-	int64		high = hi[0];
-	int64		bound;
-
-	for (int i = 1; i < n; i++)
-	{
-		low = Min(low, lo[i]);
-		high = Max(high, hi[i]);
-	}
-	if (n < 2 || pg_add_s64_overflow(low, max, &bound) || high <= bound)
-		return PG_INT64_MAX;
-	return bound;
-}
-
-/* Did the pages of m reach the ordinal-th slot (i = ordinal - 1)? */
-static bool
-page_reached(const PagesReceiver *m, int i)
-{
-	return !(i + 1 > m->stopped_at || (i + 1 == m->stopped_at && m->pages[i].count == 0));
-}
-
-/*
- * The pages of the n slots s[] (bounds lo, hi, P, S each), cut at the
- * common bound (common_bound), into pages[] and reached[] (false: the slot
- * is left as it was).  A slot whose page was cut may have events above the
- * bound: its page is not the last of its batch.  A slot that got nothing
- * below the bound (its events lie above it: its position is ahead of the
- * others') gets its page in a second statement, without the bound, from
- * what is left of max_events, so that a fetch never stops at the bound
- * with nothing.  Each slot's rows stay together in the result.  Returns
- * the events handed out.
- */
-static int32
-run_cut_pages(EoRelayCall *call, const Slot *s, int n, const int64 *lo, const int64 *hi,
-			  const Datum *ps, const Datum *ss, PageReceiver *r, SlotPage *pages, bool *reached)
-{
-	int64		bound = common_bound(lo, hi, n, r->max);
-	int64	   *cut_hi = palloc(sizeof(int64) * n);
-	int		   *rest = palloc(sizeof(int) * n);
-	int			nrest = 0;
-	PagesReceiver m;
-
-	for (int i = 0; i < n; i++)
-		cut_hi[i] = Min(hi[i], bound);
-	m.page = *r;
-	run_pages(call, s, n, lo, cut_hi, ps, ss, &m);
-	for (int i = 0; i < n; i++)
-	{
-		pages[i] = m.pages[i];
-		reached[i] = page_reached(&m, i);
-		if (!reached[i] || cut_hi[i] == hi[i])
-			continue;
-		if (pages[i].count > 0)
-			pages[i].more = true;
-		else
-		{
-			reached[i] = false;
-			rest[nrest++] = i;
-		}
-	}
-	if (nrest > 0 && m.total < r->max)
-	{
-		Slot	   *rs = palloc(sizeof(Slot) * nrest);
-		int64	   *rlo = palloc(sizeof(int64) * nrest);
-		int64	   *rhi = palloc(sizeof(int64) * nrest);
-		Datum	   *rps = palloc(sizeof(Datum) * nrest);
-		Datum	   *rss = palloc(sizeof(Datum) * nrest);
-		int32		first = m.total;
-
-		for (int j = 0; j < nrest; j++)
-		{
-			rs[j] = s[rest[j]];
-			rlo[j] = lo[rest[j]];
-			rhi[j] = hi[rest[j]];
-			rps[j] = ps[rest[j]];
-			rss[j] = ss[rest[j]];
-		}
-		m.page = *r;
-		m.page.max = r->max - first;
-		run_pages(call, rs, nrest, rlo, rhi, rps, rss, &m);
-		for (int j = 0; j < nrest; j++)
-		{
-			pages[rest[j]] = m.pages[j];
-			reached[rest[j]] = page_reached(&m, j);
-		}
-		return first + m.total;
-	}
-	return m.total;
-}
-
-/*
  * Serve the n locked slots s[] together (none with an earlier cluster's
- * events), as serve_slot serves one, in three statements for them all
- * (a fourth now and then: run_cut_pages): one snapshot S for those
- * starting a batch, taken after they were all locked (see serve_slot);
- * one statement for all their pages, max_events shared by a common seq
- * bound; one UPDATE of their rows.  A slot the pages did not reach is
- * left as it was.  Returns the events handed out; adds the slots with a
- * page to *served; clears *drained as serve_slot's *complete would.
+ * events), as serve_slot serves one, in three statements for them all:
+ * one snapshot S for those starting a batch, taken after they were all
+ * locked (see serve_slot); one statement for all their pages, max_events
+ * shared in s's order; one UPDATE of their rows.  A slot the pages did
+ * not reach (max_events was reached first) is left as it was.  Returns
+ * the events handed out; adds the slots with a page to *served; clears
+ * *drained as serve_slot's *complete would.
  */
 static int32
 serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
 			int64 lease_usecs, bool session_lease, int32 *served, bool *drained)
 {
+	PagesReceiver m;
 	Cut			cut;
 	int64	   *lo = palloc(sizeof(int64) * n);
 	int64	   *hi = palloc(sizeof(int64) * n);
 	Datum	   *ps = palloc(sizeof(Datum) * n);
 	Datum	   *ss = palloc(sizeof(Datum) * n);
-	SlotPage   *pages = palloc(sizeof(SlotPage) * n);
-	bool	   *reached = palloc(sizeof(bool) * n);
 	int			written = 0;
-	int32		total;
 
 	memset(&cut, 0, sizeof(cut));
 	for (int i = 0; i < n; i++)
@@ -893,15 +785,16 @@ serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
 		ps[i] = s[i].pos_snap;
 		ss[i] = s[i].has_batch ? s[i].batch_snap : cut.snap;
 	}
-	total = run_cut_pages(call, s, n, lo, hi, ps, ss, r, pages, reached);
+	m.page = *r;
+	run_pages(call, s, n, lo, hi, ps, ss, &m);
 	for (int i = 0; i < n; i++)
 	{
-		const SlotPage *pg = &pages[i];
+		const SlotPage *pg = &m.pages[i];
 		bool		complete;
 
-		if (!reached[i])
+		if (i + 1 > m.stopped_at || (i + 1 == m.stopped_at && pg->count == 0))
 		{
-			*drained = false;
+			*drained = false;	/* not reached */
 			continue;
 		}
 		move_slot(&s[i], pg, &cut, &complete);
@@ -912,7 +805,7 @@ serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
 		s[written++] = s[i];
 	}
 	relay_write_slots(call->ob->name, call->grp, s, written);
-	return total;
+	return m.total;
 }
 
 static bool
