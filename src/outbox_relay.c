@@ -37,7 +37,8 @@
  * a transaction visible in S drew its seqs before it committed, before S.
  * (S always shows the fetch's own transaction in progress, although
  * PostgreSQL leaves a backend's own txid out of its snapshots: see
- * with_own_in_progress in outbox_relay_fetch.c.)  Lower end: lo(P), a seq below which no event invisible in P can lie.
+ * with_own_in_progress in outbox_relay_fetch.c.)
+ * Lower end: lo(P), a seq below which no event invisible in P can lie.
  * Every event's txid was assigned no later than its seq was drawn (the
  * txid column's default runs first, see outbox_registry.c), so for any pair (X, H)
  * where H = the sequence's last value read before X = the next txid to be
@@ -47,12 +48,12 @@
  * S does not see that may hold events (the first of its in-progress
  * list, else its xmax, or the one after xmax if that is the fetch's own
  * transaction and it drew no seq), as every event invisible in S has
- * txid >= x(S); and never lower than lo(P).  With S's own pair, a batch taken while no other transaction
- * runs has lo(S) = hi(S) + 1: the next batch starts its scan where this
- * one ended, not where it began.  A long transaction
- * holds lo back to where it started, so while it runs each batch also
- * scans the events committed since it began (PgQ has the same cost and
- * trims it with txid lists; here it is one index range scan).
+ * txid >= x(S); and never lower than lo(P).  With S's own pair, a batch
+ * taken while no other transaction runs has lo(S) = hi(S) + 1: the next
+ * batch starts its scan where this one ended, not where it began.  A long
+ * transaction holds lo back to where it started, so while it runs each
+ * batch also scans the events committed since it began (PgQ has the same
+ * cost and trims it with txid lists; here it is one index range scan).
  *
  * Leases and fencing.  A fetch reads the group's slots without a lock,
  * passes over those leased to a live backend and those with nothing to

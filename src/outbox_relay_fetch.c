@@ -144,7 +144,7 @@ lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 typedef struct Cut
 {
 	Datum		snap;
-	FullTransactionId xmin;		/* x(S): the oldest txid S does not see */
+	FullTransactionId unseen;	/* x(S): the oldest txid S does not see */
 	int64		hi;
 	FullTransactionId next_xid;
 } Cut;
@@ -264,7 +264,7 @@ take_cut(EoOutbox *ob, Cut *cut)
 	first_xip = SPI_getbinval(row, desc, 2, &xip_null);
 	xmax = DatumGetFullTransactionId(SPI_getbinval(row, desc, 3, &isnull));
 	cut->snap = with_own_in_progress(SPI_getbinval(row, desc, 1, &isnull), own, xmax);
-	cut->xmin = oldest_unseen(!xip_null,
+	cut->unseen = oldest_unseen(!xip_null,
 							  xip_null ? InvalidFullTransactionId : DatumGetFullTransactionId(first_xip),
 							  xmax, own);
 	hi = SPI_getbinval(row, desc, 4, &isnull);
@@ -275,13 +275,13 @@ take_cut(EoOutbox *ob, Cut *cut)
 
 /* lo(S): see the comment at the top of this file. */
 static int64
-lower_bound(const Slot *s, FullTransactionId xmin)
+lower_bound(const Slot *s, FullTransactionId unseen)
 {
 	int64		lo = s->pos_lo;
 
 	for (int i = 0; i < s->nhist; i++)
 	{
-		if (FullTransactionIdPrecedesOrEquals(s->hist_xid[i], xmin) &&
+		if (FullTransactionIdPrecedesOrEquals(s->hist_xid[i], unseen) &&
 			s->hist_seq[i] + 1 > lo)
 			lo = s->hist_seq[i] + 1;
 	}
@@ -295,9 +295,9 @@ lower_bound(const Slot *s, FullTransactionId xmin)
 static int64
 batch_lower_bound(const Slot *s, const Cut *cut)
 {
-	int64		lo = lower_bound(s, cut->xmin);
+	int64		lo = lower_bound(s, cut->unseen);
 
-	if (FullTransactionIdPrecedesOrEquals(cut->next_xid, cut->xmin) && cut->hi + 1 > lo)
+	if (FullTransactionIdPrecedesOrEquals(cut->next_xid, cut->unseen) && cut->hi + 1 > lo)
 		lo = cut->hi + 1;
 	return lo;
 }
