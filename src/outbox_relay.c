@@ -111,6 +111,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/typcache.h"
 #include "utils/xid8.h"
 
 #include "compat.h"
@@ -179,6 +180,8 @@ enum
 static const EoColumn slot_columns[] = {SLOT_COLUMNS(EO_COLUMN_DESC)};
 static const bool slot_written[] = {SLOT_COLUMNS(SLOT_WRITTEN)};
 
+static const AttrNumber *slot_attnums(Oid relid, TupleDesc desc);
+
 
 
 RelayPlans relay_plans;
@@ -234,9 +237,11 @@ prepare_plans(void)
 	Oid			token_types[4] = {TEXTOID, TEXTOID, INT8OID, INT4OID};
 	Oid			tokens_types[4] = {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID};
 	Oid			update_types[SLOT_NCOLS];
-	char	   *cols = eo_columns_list(slot_columns, SLOT_NCOLS);
-	/* a slot locked is written in place: its version's ctid comes last */
-	char	   *locked_cols = psprintf("%s, ctid", cols);
+	/*
+	 * A slot's row as one value (relay_read_slot), from eo_outbox_slots s;
+	 * a slot locked is written in place: its version's ctid comes next.
+	 */
+	const char *locked_cols = "s, s.ctid";
 	Oid			cut_types[1] = {REGCLASSOID};
 	Oid			lock_many_types[7] = {TEXTOID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID,
 	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4OID};
@@ -248,16 +253,8 @@ prepare_plans(void)
 	relay_plans.group = eo_prepare_kept("SELECT id, owner FROM eo_internal.eo_outbox_groups"
 								  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 								  2, group_types);
-	/*
-	 * The group's slots, read without a lock (see read_candidates), oldest-served
-	 * first, so that one relay walks all slots in turn.
-	 */
-	relay_plans.candidates = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
-												" WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-												" ORDER BY fetched_at NULLS FIRST, slot", cols),
-									   2, group_types);
 	/* One of them locked, if its lease is still as it was read. */
-	relay_plans.lock = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+	relay_plans.lock = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s"
 										  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 										  " AND slot OPERATOR(pg_catalog.=) $3"
 										  " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
@@ -265,12 +262,12 @@ prepare_plans(void)
 										  " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
 										  GROUP_STILL("$7") " FOR UPDATE SKIP LOCKED", locked_cols),
 								 7, lock_types);
-	relay_plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+	relay_plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s"
 											  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 											  " AND lease_token OPERATOR(pg_catalog.=) $3"
 											  GROUP_STILL("$4") " FOR UPDATE", locked_cols),
 									 4, token_types);
-	relay_plans.by_tokens = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots"
+	relay_plans.by_tokens = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s"
 											   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
 											   " AND lease_token OPERATOR(pg_catalog.=) ANY ($3)"
 											   GROUP_STILL("$4") " ORDER BY slot FOR UPDATE", locked_cols),
@@ -398,10 +395,21 @@ prepare_page_plan(EoOutbox *ob)
 
 /* ---- slot rows ---- */
 
-static Datum
-column(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+/*
+ * A slot row, deformed once: its columns in SLOT_COLUMNS order (column
+ * positions start at 1, as SC_* do).
+ */
+typedef struct SlotRow
 {
-	return SPI_getbinval(tup, desc, col, isnull);
+	Datum		values[SLOT_NCOLS];
+	bool		nulls[SLOT_NCOLS];
+} SlotRow;
+
+static Datum
+column(const SlotRow *row, int col, bool *isnull)
+{
+	*isnull = row->nulls[col - 1];
+	return row->values[col - 1];
 }
 
 /*
@@ -409,21 +417,21 @@ column(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
  * detoasted (copied) by pg_visible_in_snapshot for every event of a page.
  */
 static Datum
-snapshot_column(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+snapshot_column(const SlotRow *row, int col, bool *isnull)
 {
-	Datum		d = column(tup, desc, col, isnull);
+	Datum		d = column(row, col, isnull);
 
 	return *isnull ? d : PointerGetDatum(PG_DETOAST_DATUM(d));
 }
 
 /* The slot's (next txid, seq) history, for lo(). */
 static void
-read_history(HeapTuple tup, TupleDesc desc, Slot *s)
+read_history(const SlotRow *row, Slot *s)
 {
 	bool		isnull;
 	Datum		d;
 
-	d = column(tup, desc, SC_HIST_XID, &isnull);
+	d = column(row, SC_HIST_XID, &isnull);
 	if (!isnull)
 	{
 		Datum	   *xids;
@@ -433,7 +441,7 @@ read_history(HeapTuple tup, TupleDesc desc, Slot *s)
 
 		deconstruct_array(DatumGetArrayTypeP(d), XID8OID, sizeof(uint64),
 						  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &xids, NULL, &nx);
-		deconstruct_array(DatumGetArrayTypeP(column(tup, desc, SC_HIST_SEQ, &isnull)),
+		deconstruct_array(DatumGetArrayTypeP(column(row, SC_HIST_SEQ, &isnull)),
 						  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 						  &seqs, NULL, &ns);
 		s->nhist = Min(Min(nx, ns), HIST);
@@ -447,78 +455,192 @@ read_history(HeapTuple tup, TupleDesc desc, Slot *s)
 
 /* The slot's section of an earlier cluster's events (outbox_cluster.c). */
 static void
-read_old_section(HeapTuple tup, TupleDesc desc, Slot *s)
+read_old_section(const SlotRow *row, Slot *s)
 {
 	bool		isnull;
 	Datum		d;
 
-	d = column(tup, desc, SC_OLD_HI, &isnull);
+	d = column(row, SC_OLD_HI, &isnull);
 	s->has_old = !isnull;
 	if (s->has_old)
 	{
 		s->old_hi = DatumGetInt64(d);
-		s->old_seq = DatumGetInt64(column(tup, desc, SC_OLD_SEQ, &isnull));
-		s->old_pos_snap = snapshot_column(tup, desc, SC_OLD_POS_SNAP, &isnull);
-		s->old_pos_lo = DatumGetInt64(column(tup, desc, SC_OLD_POS_LO, &isnull));
-		s->old_batch_snap = snapshot_column(tup, desc, SC_OLD_BATCH_SNAP, &isnull);
+		s->old_seq = DatumGetInt64(column(row, SC_OLD_SEQ, &isnull));
+		s->old_pos_snap = snapshot_column(row, SC_OLD_POS_SNAP, &isnull);
+		s->old_pos_lo = DatumGetInt64(column(row, SC_OLD_POS_LO, &isnull));
+		s->old_batch_snap = snapshot_column(row, SC_OLD_BATCH_SNAP, &isnull);
 		s->has_old_batch = !isnull;
-		d = column(tup, desc, SC_OLD_ACKED_SEQ, &isnull);
+		d = column(row, SC_OLD_ACKED_SEQ, &isnull);
 		s->old_acked_seq = isnull ? 0 : DatumGetInt64(d);
 		s->has_old_batch &= !isnull;	/* the acked part needs both */
 	}
 }
 
-void
-relay_read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
+/* The slot whose row is `row`. */
+static void
+read_slot_row(const SlotRow *row, Slot *s)
 {
 	bool		isnull;
 	Datum		d;
 
 	memset(s, 0, sizeof(*s));
-	s->slot = DatumGetInt32(column(tup, desc, SC_SLOT, &isnull));
-	s->pos_snap = snapshot_column(tup, desc, SC_POS_SNAP, &isnull);
-	s->pos_lo = DatumGetInt64(column(tup, desc, SC_POS_LO, &isnull));
-	s->batch_snap = snapshot_column(tup, desc, SC_BATCH_SNAP, &isnull);
+	s->slot = DatumGetInt32(column(row, SC_SLOT, &isnull));
+	s->pos_snap = snapshot_column(row, SC_POS_SNAP, &isnull);
+	s->pos_lo = DatumGetInt64(column(row, SC_POS_LO, &isnull));
+	s->batch_snap = snapshot_column(row, SC_BATCH_SNAP, &isnull);
 	s->has_batch = !isnull;
-	s->batch_hi = s->has_batch ? DatumGetInt64(column(tup, desc, SC_BATCH_HI, &isnull)) : 0;
-	s->batch_lo = s->has_batch ? DatumGetInt64(column(tup, desc, SC_BATCH_LO, &isnull)) : 0;
-	d = column(tup, desc, SC_ACKED_SEQ, &isnull);
+	s->batch_hi = s->has_batch ? DatumGetInt64(column(row, SC_BATCH_HI, &isnull)) : 0;
+	s->batch_lo = s->has_batch ? DatumGetInt64(column(row, SC_BATCH_LO, &isnull)) : 0;
+	d = column(row, SC_ACKED_SEQ, &isnull);
 	s->has_acked = !isnull;
 	s->acked_seq = isnull ? 0 : DatumGetInt64(d);
-	d = column(tup, desc, SC_PAGE_STATE, &isnull);
+	d = column(row, SC_PAGE_STATE, &isnull);
 	s->page_state = isnull ? '\0' : DatumGetChar(d);
-	d = column(tup, desc, SC_PAGE_END, &isnull);
+	d = column(row, SC_PAGE_END, &isnull);
 	s->page_end = isnull ? 0 : DatumGetInt64(d);
-	d = column(tup, desc, SC_PAGE_LAST, &isnull);
+	d = column(row, SC_PAGE_LAST, &isnull);
 	s->page_last = isnull ? false : DatumGetBool(d);
-	d = column(tup, desc, SC_PAGE_COUNT, &isnull);
+	d = column(row, SC_PAGE_COUNT, &isnull);
 	s->page_count = isnull ? 0 : DatumGetInt32(d);
-	d = column(tup, desc, SC_LEASE_TOKEN, &isnull);
+	d = column(row, SC_LEASE_TOKEN, &isnull);
 	s->has_token = !isnull;
 	s->lease_token = isnull ? 0 : DatumGetInt64(d);
-	d = column(tup, desc, SC_LEASE_EXPIRES_AT, &isnull);
+	d = column(row, SC_LEASE_EXPIRES_AT, &isnull);
 	s->leased = !isnull;
 	s->lease_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
-	read_history(tup, desc, s);
-	d = column(tup, desc, SC_FETCHED_AT, &isnull);
+	read_history(row, s);
+	d = column(row, SC_FETCHED_AT, &isnull);
 	s->has_fetched = !isnull;
 	s->fetched_at = isnull ? 0 : DatumGetTimestampTz(d);
-	d = column(tup, desc, SC_ACKED_AT, &isnull);
+	d = column(row, SC_ACKED_AT, &isnull);
 	s->has_acked_at = !isnull;
 	s->acked_at = isnull ? 0 : DatumGetTimestampTz(d);
-	read_old_section(tup, desc, s);
-	d = column(tup, desc, SC_PAGE_OLD, &isnull);
+	read_old_section(row, s);
+	d = column(row, SC_PAGE_OLD, &isnull);
 	s->page_old = !isnull && DatumGetBool(d);
-	d = column(tup, desc, SC_SYSID, &isnull);
+	d = column(row, SC_SYSID, &isnull);
 	s->sysid = isnull ? 0 : DatumGetInt64(d);
-	s->fetched_events = DatumGetInt64(column(tup, desc, SC_FETCHED_EVENTS, &isnull));
-	s->acked_events = DatumGetInt64(column(tup, desc, SC_ACKED_EVENTS, &isnull));
-	s->redelivered_events = DatumGetInt64(column(tup, desc, SC_REDELIVERED_EVENTS, &isnull));
-	d = column(tup, desc, SC_HOLDER_PID, &isnull);
+	s->fetched_events = DatumGetInt64(column(row, SC_FETCHED_EVENTS, &isnull));
+	s->acked_events = DatumGetInt64(column(row, SC_ACKED_EVENTS, &isnull));
+	s->redelivered_events = DatumGetInt64(column(row, SC_REDELIVERED_EVENTS, &isnull));
+	d = column(row, SC_HOLDER_PID, &isnull);
 	s->holder_pid = isnull ? 0 : DatumGetInt32(d);
 	ItemPointerSetInvalid(&s->tid);
-	if (desc->natts > SLOT_NCOLS)
-		s->tid = *DatumGetItemPointer(column(tup, desc, SLOT_NCOLS + 1, &isnull));
+}
+
+/*
+ * The slot whose stored row is `tup` (of eo_outbox_slots, described by
+ * desc; attnums from slot_attnums), tid invalid.
+ */
+static void
+slot_from_tuple(HeapTuple tup, TupleDesc desc, const AttrNumber *attnums, Slot *s)
+{
+	Datum	   *values = palloc(sizeof(Datum) * desc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * desc->natts);
+	SlotRow		row;
+
+	heap_deform_tuple(tup, desc, values, nulls);
+	for (int i = 0; i < SLOT_NCOLS; i++)
+	{
+		row.values[i] = values[attnums[i] - 1];
+		row.nulls[i] = nulls[attnums[i] - 1];
+	}
+	read_slot_row(&row, s);
+	pfree(values);
+	pfree(nulls);
+}
+
+/*
+ * A slot as a statement of relay_plans read it: its row as one composite
+ * value (the table's row type), then, if the statement locked it, its
+ * ctid.  One column, not one per slot column: every node of a plan builds
+ * a descriptor of its output, a catalog lookup per column, and reading
+ * thirty-odd columns by number from an SPI tuple costs as much again.
+ */
+void
+relay_read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
+{
+	bool		isnull;
+	HeapTupleHeader td = DatumGetHeapTupleHeader(SPI_getbinval(tup, desc, 1, &isnull));
+	Oid			typid = HeapTupleHeaderGetTypeId(td);
+	Oid			relid = lookup_type_cache(typid, 0)->typrelid;
+	TupleDesc	rowdesc;
+	HeapTupleData stored;
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "eo: a slot row was not read as eo_outbox_slots");
+	rowdesc = lookup_rowtype_tupdesc(typid, -1);	/* pinned while it is used */
+	stored.t_len = HeapTupleHeaderGetDatumLength(td);
+	ItemPointerSetInvalid(&stored.t_self);
+	stored.t_tableOid = InvalidOid;
+	stored.t_data = td;
+	slot_from_tuple(&stored, rowdesc, slot_attnums(relid, rowdesc), s);
+	ReleaseTupleDesc(rowdesc);
+	if (desc->natts > 1)
+		s->tid = *DatumGetItemPointer(SPI_getbinval(tup, desc, 2, &isnull));
+}
+
+/* Never fetched first (NULLS FIRST), then least recently fetched, then by slot. */
+static int
+cmp_oldest_served(const void *a, const void *b)
+{
+	const Slot *x = (const Slot *) a;
+	const Slot *y = (const Slot *) b;
+
+	if (x->has_fetched != y->has_fetched)
+		return x->has_fetched ? 1 : -1;
+	if (x->has_fetched && x->fetched_at != y->fetched_at)
+		return x->fetched_at < y->fetched_at ? -1 : 1;
+	return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/*
+ * The slots of group grp of outbox `outbox`, unlocked (tid invalid),
+ * oldest-served first, so that one relay walks all slots in turn; *n of
+ * them.  Read through the primary key (outbox, grp, slot) with a snapshot
+ * taken now, as a statement would, but without the executor, whose start
+ * cost a fetch more than the read: the rows are copied, so the slots'
+ * values outlive the scan.
+ */
+Slot *
+relay_read_group_slots(const char *outbox, const char *grp, int *n)
+{
+	Relation	rel = table_open(get_relname_relid("eo_outbox_slots", eo_catalog()->schema),
+								 AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	const AttrNumber *attnums = slot_attnums(RelationGetRelid(rel), desc);
+	Relation	idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	TupleTableSlot *ts = table_slot_create(rel, NULL);
+	int			cap = 8;
+	Slot	   *slots = palloc(sizeof(Slot) * cap);
+	ScanKeyData key[2];
+	IndexScanDesc scan;
+
+	if (idx->rd_index->indnkeyatts < 2 ||
+		idx->rd_index->indkey.values[0] != attnums[SC_OUTBOX - 1] ||
+		idx->rd_index->indkey.values[1] != attnums[SC_GRP - 1])
+		elog(ERROR, "eo: the primary key of eo_outbox_slots does not start with (outbox, grp)");
+	ScanKeyEntryInitialize(&key[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(outbox));
+	ScanKeyEntryInitialize(&key[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[1], F_TEXTEQ, CStringGetTextDatum(grp));
+	scan = eo_index_beginscan(rel, idx, snapshot, 2, 0);
+	index_rescan(scan, key, 2, NULL, 0);
+	*n = 0;
+	while (index_getnext_slot(scan, ForwardScanDirection, ts))
+	{
+		if (*n == cap)
+			slots = repalloc(slots, sizeof(Slot) * (cap *= 2));
+		slot_from_tuple(ExecCopySlotHeapTuple(ts), desc, attnums, &slots[(*n)++]);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(ts);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, NoLock);
+	table_close(rel, NoLock);
+	qsort(slots, *n, sizeof(Slot), cmp_oldest_served);
+	return slots;
 }
 
 /* Values by column position, for the UPDATE (a parameter per column). */
@@ -568,38 +690,48 @@ slot_values(const char *outbox, const char *grp, const Slot *s, Datum *values, c
 	PARAM(SC_HOLDER_PID, Int32GetDatum(s->holder_pid), !s->leased || s->holder_pid == 0);
 }
 
-/* Where column i of SLOT_COLUMNS is in eo_outbox_slots (rel), checked. */
+/* Is column i of SLOT_COLUMNS at position att of eo_outbox_slots (desc)? */
 static bool
 slot_column_is(TupleDesc desc, AttrNumber att, int i)
 {
-	Form_pg_attribute a = TupleDescAttr(desc, att - 1);
+	Form_pg_attribute a;
 
+	if (att <= 0 || att > desc->natts)
+		return false;
+	a = TupleDescAttr(desc, att - 1);
 	return !a->attisdropped && a->atttypid == slot_columns[i].type &&
 		strcmp(NameStr(a->attname), slot_columns[i].name) == 0;
 }
 
-static AttrNumber
-slot_attnum(Relation rel, int i)
+/*
+ * Where each column of SLOT_COLUMNS is in eo_outbox_slots (relid, desc):
+ * found by name, so that a table an update gave another column order is
+ * read and written right; remembered, and checked against the table as
+ * it is now at every call.
+ */
+static const AttrNumber *
+slot_attnums(Oid relid, TupleDesc desc)
 {
-	static Oid	relid = InvalidOid;
+	static Oid	known_relid = InvalidOid;
 	static AttrNumber attnums[SLOT_NCOLS];
-	TupleDesc	desc = RelationGetDescr(rel);
-	AttrNumber	att = attnums[i];
+	bool		known = known_relid == relid;
 
-	/* the remembered position, checked against the table as it is now */
-	if (relid == RelationGetRelid(rel) && att > 0 && att <= desc->natts &&
-		slot_column_is(desc, att, i))
-		return att;
+	for (int i = 0; i < SLOT_NCOLS && known; i++)
+		known = slot_column_is(desc, attnums[i], i);
+	if (known)
+		return attnums;
 	for (int j = 0; j < SLOT_NCOLS; j++)
 	{
-		att = get_attnum(RelationGetRelid(rel), slot_columns[j].name);
-		if (att <= 0 || att > desc->natts || !slot_column_is(desc, att, j))
+		attnums[j] = get_attnum(relid, slot_columns[j].name);
+		if (!slot_column_is(desc, attnums[j], j))
+		{
+			known_relid = InvalidOid;
 			elog(ERROR, "eo: eo_outbox_slots has no column \"%s\" of type %s",
 				 slot_columns[j].name, format_type_be(slot_columns[j].type));
-		attnums[j] = att;
+		}
 	}
-	relid = RelationGetRelid(rel);
-	return attnums[i];
+	known_relid = relid;
+	return attnums;
 }
 
 /*
@@ -628,6 +760,7 @@ write_slot_in_place(const Slot *s, const Datum *values, const char *nulls)
 	LockTupleMode lockmode;
 	EoUpdateIndexes update_indexes;
 	TM_Result	result;
+	const AttrNumber *attnums;
 
 	if (!table_tuple_fetch_row_version(rel, &tid, SnapshotAny, old))
 		elog(ERROR, "eo: the locked row of slot %d is gone", s->slot);
@@ -635,9 +768,10 @@ write_slot_in_place(const Slot *s, const Datum *values, const char *nulls)
 	ExecClearTuple(new);
 	memcpy(new->tts_values, old->tts_values, sizeof(Datum) * desc->natts);
 	memcpy(new->tts_isnull, old->tts_isnull, sizeof(bool) * desc->natts);
+	attnums = slot_attnums(RelationGetRelid(rel), desc);
 	for (int i = 0; i < SLOT_NCOLS; i++)
 	{
-		AttrNumber	att = slot_attnum(rel, i);
+		AttrNumber	att = attnums[i];
 
 		if (!slot_written[i])
 			continue;

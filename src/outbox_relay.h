@@ -87,7 +87,6 @@ typedef struct RelayPlans
 {
 	bool		ready;
 	SPIPlanPtr	group;
-	SPIPlanPtr	candidates;
 	SPIPlanPtr	lock;
 	SPIPlanPtr	by_token;
 	SPIPlanPtr	by_tokens;
@@ -125,6 +124,7 @@ typedef struct PageReceiver
 extern EoOutbox *relay_outbox(Datum value, bool isnull);
 extern void relay_as_caller(EoRelayCall *call, EoIdentity *owner);
 extern void relay_read_slot(HeapTuple tup, TupleDesc desc, Slot *s);
+extern Slot *relay_read_group_slots(const char *outbox, const char *grp, int *n);
 extern void relay_write_slot(const char *outbox, const char *grp, const Slot *s);
 extern void relay_write_slots(const char *outbox, const char *grp, const Slot *slots, int n);
 extern void relay_init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max);

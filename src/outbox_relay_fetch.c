@@ -44,26 +44,6 @@ lease_free(const Slot *s, TimestampTz now)
 }
 
 /*
- * The group's slots, unlocked, oldest-served first (in SPI's memory until
- * eo_relay_end).  A fetch locks only the slots it will serve: one that is
- * caught up costs a read, no lock, no WAL.
- */
-static SPITupleTable *
-read_candidates(EoOutbox *ob, const char *grp, uint64 *n)
-{
-	Datum		values[2];
-	int			rc;
-
-	values[0] = CStringGetTextDatum(ob->name);
-	values[1] = CStringGetTextDatum(grp);
-	rc = SPI_execute_plan(relay_plans.candidates, values, NULL, false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot scan failed: %s", SPI_result_code_string(rc));
-	*n = SPI_processed;
-	return SPI_tuptable;
-}
-
-/*
  * Lock slot c->slot and read it into *s, if its lease is still as c saw
  * it (free); false if another relay took or holds it meanwhile.
  */
@@ -950,8 +930,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	EoRelayCall call;
 	EoOutbox   *ob;
 	PageReceiver r;
-	SPITupleTable *candidates;
-	uint64		ncandidates;
+	int			ncandidates;
 	FetchArgs	fetch = {max_events, want, lease_usecs, session_lease, GetCurrentTimestamp()};
 	bool		drained;
 	Slot	   *c;
@@ -974,16 +953,17 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	r.token_seq = eo_ob_token_seq();
 	r.token_group = (int64) call.group_id << TOKEN_GROUP_SHIFT;
 
-	candidates = read_candidates(ob, grp, &ncandidates);
-	c = palloc(sizeof(Slot) * Max(ncandidates, 1));
+	/*
+	 * The group's slots, unlocked: a fetch locks only the slots it will
+	 * serve, so one that is caught up costs a read, no lock, no WAL.
+	 */
+	c = relay_read_group_slots(ob->name, grp, &ncandidates);
 	work = palloc(sizeof(bool) * Max(ncandidates, 1));
-	for (uint64 i = 0; i < ncandidates; i++)
-		relay_read_slot(candidates->vals[i], candidates->tupdesc, &c[i]);
-	probe_slots(&call, c, (int) ncandidates, fetch.now, work);
-	if (serve_together(c, work, (int) ncandidates, want))
-		drained = fetch_together(&call, c, work, (int) ncandidates, &r, &fetch);
+	probe_slots(&call, c, ncandidates, fetch.now, work);
+	if (serve_together(c, work, ncandidates, want))
+		drained = fetch_together(&call, c, work, ncandidates, &r, &fetch);
 	else
-		drained = fetch_one_by_one(&call, c, work, (int) ncandidates, &r, &fetch);
+		drained = fetch_one_by_one(&call, c, work, ncandidates, &r, &fetch);
 	ob->bell_known = drained;
 	eo_relay_end(&call);
 	return (Datum) 0;
@@ -996,22 +976,18 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 static int64
 next_takeover_ms(EoRelayCall *call, TimestampTz now)
 {
-	Datum		values[2];
+	int			n;
+	Slot	   *slots = relay_read_group_slots(call->ob->name, call->grp, &n);
 	int64		best = -1;
 
-	values[0] = CStringGetTextDatum(call->ob->name);
-	values[1] = CStringGetTextDatum(call->grp);
-	if (SPI_execute_plan(relay_plans.candidates, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot scan failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
+	for (int i = 0; i < n; i++)
 	{
-		Slot		s;
+		const Slot *s = &slots[i];
 		int64		ms;
 
-		relay_read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s);
-		if (!s.leased || s.page_state != PAGE_OUT)
+		if (!s->leased || s->page_state != PAGE_OUT)
 			continue;
-		ms = lease_free(&s, now) ? 0 : TimestampDifferenceMilliseconds(now, s.lease_expires_at) + 1;
+		ms = lease_free(s, now) ? 0 : TimestampDifferenceMilliseconds(now, s->lease_expires_at) + 1;
 		if (best < 0 || ms < best)
 			best = ms;
 	}
