@@ -111,7 +111,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
-#include "utils/typcache.h"
 #include "utils/xid8.h"
 
 #include "compat.h"
@@ -217,61 +216,17 @@ relay_outbox(Datum value, bool isnull)
 
 /* ---- plans ---- */
 
-/*
- * A statement that locks slot rows also checks that the group is still
- * the one eo_relay_begin looked up and checked the caller's rights on
- * (its id as parameter n): one its outbox's owner dropped and made again
- * under the same name since, for another role, has a new id.  Once
- * locked, the rows cannot be dropped under the call.
- */
-#define GROUP_STILL(n) \
-	" AND EXISTS (SELECT FROM eo_internal.eo_outbox_groups g" \
-	"  WHERE g.outbox OPERATOR(pg_catalog.=) $1 AND g.name OPERATOR(pg_catalog.=) $2" \
-	"  AND g.id OPERATOR(pg_catalog.=) " n ")"
-
 static void
 prepare_plans(void)
 {
 	Oid			group_types[2] = {TEXTOID, TEXTOID};
-	Oid			lock_types[7] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, INT4OID, INT4OID};
-	Oid			token_types[4] = {TEXTOID, TEXTOID, INT8OID, INT4OID};
-	Oid			tokens_types[4] = {TEXTOID, TEXTOID, INT8ARRAYOID, INT4OID};
 	Oid			update_types[SLOT_NCOLS];
-	/*
-	 * A slot's row as one value (relay_read_slot), from eo_outbox_slots s;
-	 * a slot locked is written in place: its version's ctid comes next.
-	 */
-	const char *locked_cols = "s, s.ctid";
 	Oid			cut_types[1] = {REGCLASSOID};
-	Oid			lock_many_types[7] = {TEXTOID, TEXTOID, INT4ARRAYOID, INT8ARRAYOID,
-	TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4OID};
 
 	if (relay_plans.ready)
 		return;
 	for (int i = 0; i < SLOT_NCOLS; i++)
 		update_types[i] = slot_columns[i].type;
-	relay_plans.group = eo_prepare_kept("SELECT id, owner FROM eo_internal.eo_outbox_groups"
-								  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
-								  2, group_types);
-	/* One of them locked, if its lease is still as it was read. */
-	relay_plans.lock = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s"
-										  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-										  " AND slot OPERATOR(pg_catalog.=) $3"
-										  " AND coalesce(lease_token, 0) OPERATOR(pg_catalog.=) $4"
-										  " AND coalesce(lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) $5"
-										  " AND coalesce(holder_pid, 0) OPERATOR(pg_catalog.=) $6"
-										  GROUP_STILL("$7") " FOR UPDATE SKIP LOCKED", locked_cols),
-								 7, lock_types);
-	relay_plans.by_token = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s"
-											  " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-											  " AND lease_token OPERATOR(pg_catalog.=) $3"
-											  GROUP_STILL("$4") " FOR UPDATE", locked_cols),
-									 4, token_types);
-	relay_plans.by_tokens = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s"
-											   " WHERE outbox OPERATOR(pg_catalog.=) $1 AND grp OPERATOR(pg_catalog.=) $2"
-											   " AND lease_token OPERATOR(pg_catalog.=) ANY ($3)"
-											   GROUP_STILL("$4") " ORDER BY slot FOR UPDATE", locked_cols),
-									  4, tokens_types);
 	relay_plans.update = eo_prepare_kept(psprintf("UPDATE eo_internal.eo_outbox_slots SET %s"
 											" WHERE outbox OPERATOR(pg_catalog.=) $%d"
 											" AND grp OPERATOR(pg_catalog.=) $%d"
@@ -280,19 +235,6 @@ prepare_plans(void)
 											SC_OUTBOX, SC_GRP, SC_SLOT),
 								   SLOT_NCOLS, update_types);
 
-	/* Several slots locked at once, lock's test for each. */
-	relay_plans.lock_many = eo_prepare_kept(psprintf("SELECT %s FROM eo_internal.eo_outbox_slots s,"
-											   " ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
-											   "  pg_catalog.unnest($5), pg_catalog.unnest($6)) WITH ORDINALITY"
-											   "  AS c(c_slot, c_token, c_expires, c_pid, c_ord)"
-											   " WHERE s.outbox OPERATOR(pg_catalog.=) $1 AND s.grp OPERATOR(pg_catalog.=) $2"
-											   " AND s.slot OPERATOR(pg_catalog.=) c.c_slot"
-											   " AND coalesce(s.lease_token, 0) OPERATOR(pg_catalog.=) c.c_token"
-											   " AND coalesce(s.lease_expires_at, '-infinity') OPERATOR(pg_catalog.=) c.c_expires"
-											   " AND coalesce(s.holder_pid, 0) OPERATOR(pg_catalog.=) c.c_pid"
-											   GROUP_STILL("$7") " ORDER BY c.c_ord FOR UPDATE OF s SKIP LOCKED",
-											   locked_cols),
-									  7, lock_many_types);
 
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
@@ -321,9 +263,6 @@ prepare_plans(void)
 void
 eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, const char *grp)
 {
-	Datum		values[2];
-	bool		isnull;
-
 	call->ob = relay_outbox(outbox, outbox_null);
 	call->grp = pstrdup(grp);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -331,18 +270,15 @@ eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, const char *gr
 	eo_become_owner(&call->caller);
 	eo_cluster_check(call->ob);
 	prepare_plans();
-	values[0] = CStringGetTextDatum(call->ob->name);
-	values[1] = CStringGetTextDatum(grp);
-	if (SPI_execute_plan(relay_plans.group, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "eo: group lookup failed");
-	if (SPI_processed != 1)
+	/* as a read-only statement of this call would see it */
+	if (!relay_find_group(call->ob->name, grp,
+						  ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot(),
+						  &call->group_id, &call->group_owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer group \"%s\" of outbox \"%s\" does not exist",
 						grp, call->ob->name),
 				 errhint("Create it with eo_group_create.")));
-	call->group_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	call->group_owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	if (!has_privs_of_role(call->caller.userid, call->group_owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -526,6 +462,7 @@ read_slot_row(const SlotRow *row, Slot *s)
 	d = column(row, SC_HOLDER_PID, &isnull);
 	s->holder_pid = isnull ? 0 : DatumGetInt32(d);
 	ItemPointerSetInvalid(&s->tid);
+	ItemPointerSetInvalid(&s->seen_tid);
 }
 
 /*
@@ -550,42 +487,12 @@ slot_from_tuple(HeapTuple tup, TupleDesc desc, const AttrNumber *attnums, Slot *
 	pfree(nulls);
 }
 
-/*
- * A slot as a statement of relay_plans read it: its row as one composite
- * value (the table's row type), then, if the statement locked it, its
- * ctid.  One column, not one per slot column: every node of a plan builds
- * a descriptor of its output, a catalog lookup per column, and reading
- * thirty-odd columns by number from an SPI tuple costs as much again.
- */
-void
-relay_read_slot(HeapTuple tup, TupleDesc desc, Slot *s)
-{
-	bool		isnull;
-	HeapTupleHeader td = DatumGetHeapTupleHeader(SPI_getbinval(tup, desc, 1, &isnull));
-	Oid			typid = HeapTupleHeaderGetTypeId(td);
-	Oid			relid = lookup_type_cache(typid, 0)->typrelid;
-	TupleDesc	rowdesc;
-	HeapTupleData stored;
-
-	if (!OidIsValid(relid))
-		elog(ERROR, "eo: a slot row was not read as eo_outbox_slots");
-	rowdesc = lookup_rowtype_tupdesc(typid, -1);	/* pinned while it is used */
-	stored.t_len = HeapTupleHeaderGetDatumLength(td);
-	ItemPointerSetInvalid(&stored.t_self);
-	stored.t_tableOid = InvalidOid;
-	stored.t_data = td;
-	slot_from_tuple(&stored, rowdesc, slot_attnums(relid, rowdesc), s);
-	ReleaseTupleDesc(rowdesc);
-	if (desc->natts > 1)
-		s->tid = *DatumGetItemPointer(SPI_getbinval(tup, desc, 2, &isnull));
-}
-
 /* Never fetched first (NULLS FIRST), then least recently fetched, then by slot. */
 static int
 cmp_oldest_served(const void *a, const void *b)
 {
-	const Slot *x = (const Slot *) a;
-	const Slot *y = (const Slot *) b;
+	const Slot *x = *(const Slot *const *) a;
+	const Slot *y = *(const Slot *const *) b;
 
 	if (x->has_fetched != y->has_fetched)
 		return x->has_fetched ? 1 : -1;
@@ -614,6 +521,8 @@ relay_read_group_slots(const char *outbox, const char *grp, int *n)
 	TupleTableSlot *ts = table_slot_create(rel, NULL);
 	int			cap = 8;
 	Slot	   *slots = palloc(sizeof(Slot) * cap);
+	Slot	  **order;
+	Slot	   *sorted;
 	ScanKeyData key[2];
 	IndexScanDesc scan;
 
@@ -632,15 +541,152 @@ relay_read_group_slots(const char *outbox, const char *grp, int *n)
 	{
 		if (*n == cap)
 			slots = repalloc(slots, sizeof(Slot) * (cap *= 2));
-		slot_from_tuple(ExecCopySlotHeapTuple(ts), desc, attnums, &slots[(*n)++]);
+		slot_from_tuple(ExecCopySlotHeapTuple(ts), desc, attnums, &slots[*n]);
+		slots[(*n)++].seen_tid = ts->tts_tid;
 	}
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(ts);
 	UnregisterSnapshot(snapshot);
 	index_close(idx, NoLock);
 	table_close(rel, NoLock);
-	qsort(slots, *n, sizeof(Slot), cmp_oldest_served);
-	return slots;
+	/* sorted by pointer: a Slot is large to move */
+	order = palloc(sizeof(Slot *) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		order[i] = &slots[i];
+	qsort(order, *n, sizeof(Slot *), cmp_oldest_served);
+	sorted = palloc(sizeof(Slot) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		sorted[i] = *order[i];
+	pfree(order);
+	pfree(slots);
+	return sorted;
+}
+
+/*
+ * The id and owner of consumer group grp of outbox `outbox` as `snapshot`
+ * shows it, read through the primary key (outbox, name) without the
+ * executor; false if there is none.
+ */
+bool
+relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id, Oid *owner)
+{
+	Relation	rel = table_open(get_relname_relid("eo_outbox_groups", eo_catalog()->schema),
+								 AccessShareLock);
+	Oid			relid = RelationGetRelid(rel);
+	AttrNumber	id_att = get_attnum(relid, "id");
+	AttrNumber	owner_att = get_attnum(relid, "owner");
+	Relation	idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	TupleTableSlot *ts = table_slot_create(rel, NULL);
+	ScanKeyData key[2];
+	IndexScanDesc scan;
+	bool		found;
+
+	snapshot = RegisterSnapshot(snapshot);
+	if (idx->rd_index->indnkeyatts != 2 ||
+		idx->rd_index->indkey.values[0] != get_attnum(relid, "outbox") ||
+		idx->rd_index->indkey.values[1] != get_attnum(relid, "name") ||
+		id_att <= 0 || TupleDescAttr(RelationGetDescr(rel), id_att - 1)->atttypid != INT4OID ||
+		owner_att <= 0 || TupleDescAttr(RelationGetDescr(rel), owner_att - 1)->atttypid != REGROLEOID)
+		elog(ERROR, "eo: eo_outbox_groups is not as eo made it");
+	ScanKeyEntryInitialize(&key[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(outbox));
+	ScanKeyEntryInitialize(&key[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[1], F_TEXTEQ, CStringGetTextDatum(grp));
+	scan = eo_index_beginscan(rel, idx, snapshot, 2, 0);
+	index_rescan(scan, key, 2, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, ts);
+	if (found)
+	{
+		bool		isnull;
+
+		*id = DatumGetInt32(slot_getattr(ts, id_att, &isnull));
+		*owner = DatumGetObjectId(slot_getattr(ts, owner_att, &isnull));
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(ts);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, NoLock);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/* Raised where a SELECT ... FOR UPDATE would raise it. */
+static void
+lock_serialization_failure(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to concurrent update")));
+}
+
+/*
+ * Lock the slot rows that a scan saw (c[i].seen_tid, from
+ * relay_read_group_slots), in c's order, as SELECT ... FOR UPDATE [SKIP
+ * LOCKED] locks rows, without the executor: a version updated since is
+ * followed to the newest (at READ COMMITTED), and only a row for which
+ * still(&c[i], row, arg) holds once locked, the statement's recheck, goes
+ * into out[] with the tid of the version locked.  With skip_locked, a row
+ * another transaction has locked is passed over; without, waited for.
+ * Returns how many went into out[].  The caller checked that the group
+ * is still the one it looked up (a group made again under the same name
+ * has other rows; the rows of one dropped since come back deleted).
+ */
+int
+relay_lock_seen(const Slot *c, int n, bool skip_locked,
+				bool (*still) (const Slot *seen, const Slot *row, const void *arg),
+				const void *arg, Slot *out)
+{
+	Relation	rel = table_open(get_relname_relid("eo_outbox_slots", eo_catalog()->schema),
+								 RowShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	const AttrNumber *attnums = slot_attnums(RelationGetRelid(rel), desc);
+	TupleTableSlot *ts = table_slot_create(rel, NULL);
+	uint8		flags = TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
+		(IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION);
+	int			nout = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		ItemPointerData tid = c[i].seen_tid;
+		TM_FailureData tmfd;
+		TM_Result	result;
+		Slot		row;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!ItemPointerIsValid(&tid))
+			elog(ERROR, "eo: slot %d was not read by a scan", c[i].slot);
+		result = table_tuple_lock(rel, &tid, GetActiveSnapshot(), ts, GetCurrentCommandId(true),
+								  LockTupleExclusive, skip_locked ? LockWaitSkip : LockWaitBlock,
+								  flags, &tmfd);
+		switch (result)
+		{
+			case TM_Ok:
+				break;
+			case TM_WouldBlock:	/* SKIP LOCKED */
+			case TM_SelfModified:	/* as a statement would, treated as gone */
+				continue;
+			case TM_Deleted:
+				if (IsolationUsesXactSnapshot())
+					lock_serialization_failure();
+				continue;
+			case TM_Updated:
+				if (IsolationUsesXactSnapshot())
+					lock_serialization_failure();
+				elog(ERROR, "eo: unexpected result locking slot %d", c[i].slot);
+				break;
+			default:
+				elog(ERROR, "eo: unexpected result %d locking slot %d", (int) result, c[i].slot);
+		}
+		slot_from_tuple(ExecCopySlotHeapTuple(ts), desc, attnums, &row);
+		if (row.slot != c[i].slot || !still(&c[i], &row, arg))
+			continue;
+		row.tid = ts->tts_tid;
+		row.seen_tid = ts->tts_tid;
+		out[nout++] = row;
+	}
+	ExecDropSingleTupleTableSlot(ts);
+	table_close(rel, NoLock);
+	return nout;
 }
 
 /* Values by column position, for the UPDATE (a parameter per column). */
@@ -1063,24 +1109,88 @@ relay_init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int
  */
 static void token_missing(EoRelayCall *call, int64 token);
 
+/* Tokens an acknowledgement names, ascending, each once. */
+typedef struct TokenSet
+{
+	const int64 *tokens;
+	int			n;
+} TokenSet;
+
+/* A slot locked is acknowledged if it still holds one of the tokens. */
+static bool
+holds_token(const Slot *seen, const Slot *row, const void *arg)
+{
+	const TokenSet *t = (const TokenSet *) arg;
+	int			lo = 0;
+	int			hi = t->n - 1;
+
+	while (row->has_token && lo <= hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (t->tokens[mid] == row->lease_token)
+			return true;
+		if (t->tokens[mid] < row->lease_token)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return false;
+}
+
+static int
+cmp_slot_number(const void *a, const void *b)
+{
+	int32		x = ((const Slot *) a)->slot;
+	int32		y = ((const Slot *) b)->slot;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The slots of the call's group that hold one of the tokens t, locked
+ * (FOR UPDATE, waiting for another holder) in slot order, into *slots:
+ * how many.  None unless the group is still the one eo_relay_begin
+ * looked up and checked the caller's rights on (one its outbox's owner
+ * dropped and made again under the same name since, for another role,
+ * has a new id); once locked, the rows cannot be dropped under the call.
+ */
+static int
+lock_token_slots(EoRelayCall *call, const TokenSet *t, Slot **slots)
+{
+	int			n;
+	Slot	   *all = relay_read_group_slots(call->ob->name, call->grp, &n);
+	Slot	   *pick = palloc(sizeof(Slot) * Max(n, 1));
+	int			npick = 0;
+	int			nlocked;
+	int32		id;
+	Oid			owner;
+
+	*slots = palloc(sizeof(Slot) * Max(n, 1));
+	if (!relay_find_group(call->ob->name, call->grp, GetLatestSnapshot(), &id, &owner) ||
+		id != call->group_id)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (holds_token(&all[i], &all[i], t))
+			pick[npick++] = all[i];
+	qsort(pick, npick, sizeof(Slot), cmp_slot_number);
+	nlocked = relay_lock_seen(pick, npick, false, holds_token, t, *slots);
+	if (nlocked > t->n)
+		elog(ERROR, "eo: a lease token is held by more than one slot");
+	for (int i = 0; i < nlocked; i++)
+		eo_cluster_check_slot((*slots)[i].sysid, call->ob->name);
+	return nlocked;
+}
+
 static void
 find_token(EoRelayCall *call, int64 token, Slot *s)
 {
-	const char *grp = call->grp;
-	Datum		values[4];
-	int			rc;
+	TokenSet	t = {&token, 1};
+	Slot	   *found;
 
-	values[0] = CStringGetTextDatum(call->ob->name);
-	values[1] = CStringGetTextDatum(grp);
-	values[2] = Int64GetDatum(token);
-	values[3] = Int32GetDatum(call->group_id);
-	rc = SPI_execute_plan(relay_plans.by_token, values, NULL, false, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 1)
+	if (lock_token_slots(call, &t, &found) == 1)
 	{
-		relay_read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
-		eo_cluster_check_slot(s->sysid, call->ob->name);
+		*s = found[0];
 		return;
 	}
 	token_missing(call, token);
@@ -1245,34 +1355,6 @@ eo_relay_ack(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(count);
 }
 
-/*
- * The slots holding any of the tokens (array), locked in slot order, into
- * s[] (room for ntokens); returns how many.
- */
-static int
-find_tokens(EoRelayCall *call, Datum tokens, int ntokens, Slot **slots)
-{
-	Datum		values[4];
-	int			rc;
-	Slot	   *s;
-
-	values[0] = CStringGetTextDatum(call->ob->name);
-	values[1] = CStringGetTextDatum(call->grp);
-	values[2] = tokens;
-	values[3] = Int32GetDatum(call->group_id);
-	rc = SPI_execute_plan(relay_plans.by_tokens, values, NULL, false, 0);
-	if (rc != SPI_OK_SELECT || SPI_processed > (uint64) ntokens)
-		elog(ERROR, "eo: token lookup failed: %s", SPI_result_code_string(rc));
-	/* as many as the group has slots at most, however long the array */
-	*slots = s = palloc(sizeof(Slot) * Max(SPI_processed, 1));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		relay_read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
-		eo_cluster_check_slot(s[i].sysid, call->ob->name);
-	}
-	return (int) SPI_processed;
-}
-
 static int
 cmp_token(const void *a, const void *b)
 {
@@ -1303,6 +1385,8 @@ eo_relay_ack_pages(PG_FUNCTION_ARGS)
 	int			nslots;
 	int32		count = 0;
 	EoRelayCall call;
+	int64	   *distinct;
+	TokenSet	set = {NULL, 0};
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -1314,9 +1398,14 @@ eo_relay_ack_pages(PG_FUNCTION_ARGS)
 	for (int i = 0; i < ntokens; i++)
 		(void) check_token(tokens[i], tnulls[i]);
 	eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
-	nslots = ntokens > 0 ? find_tokens(&call, PointerGetDatum(arr), ntokens, &s) : 0;
 	/* each token once: a long array of repeats costs a sort, not a search each */
 	qsort(tokens, ntokens, sizeof(Datum), cmp_token);
+	distinct = palloc(sizeof(int64) * Max(ntokens, 1));
+	for (int i = 0; i < ntokens; i++)
+		if (i == 0 || DatumGetInt64(tokens[i]) != DatumGetInt64(tokens[i - 1]))
+			distinct[set.n++] = DatumGetInt64(tokens[i]);
+	set.tokens = distinct;
+	nslots = set.n > 0 ? lock_token_slots(&call, &set, &s) : 0;
 	for (int i = 0; i < ntokens; i++)
 	{
 		int64		token = DatumGetInt64(tokens[i]);

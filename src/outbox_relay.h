@@ -69,6 +69,7 @@ typedef struct Slot
 	int64		redelivered_events;
 	int32		holder_pid;		/* the backend that took the lease; 0 if none */
 	ItemPointerData tid;		/* the version locked (invalid: not locked) */
+	ItemPointerData seen_tid;	/* the version a scan read (relay_lock_seen) */
 } Slot;
 
 /*
@@ -86,12 +87,7 @@ typedef struct Slot
 typedef struct RelayPlans
 {
 	bool		ready;
-	SPIPlanPtr	group;
-	SPIPlanPtr	lock;
-	SPIPlanPtr	by_token;
-	SPIPlanPtr	by_tokens;
 	SPIPlanPtr	update;
-	SPIPlanPtr	lock_many;
 	SPIPlanPtr	cut;
 	SPIPlanPtr	group_tokens;
 } RelayPlans;
@@ -123,8 +119,12 @@ typedef struct PageReceiver
 
 extern EoOutbox *relay_outbox(Datum value, bool isnull);
 extern void relay_as_caller(EoRelayCall *call, EoIdentity *owner);
-extern void relay_read_slot(HeapTuple tup, TupleDesc desc, Slot *s);
 extern Slot *relay_read_group_slots(const char *outbox, const char *grp, int *n);
+extern bool relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id,
+							 Oid *owner);
+extern int	relay_lock_seen(const Slot *c, int n, bool skip_locked,
+							bool (*still) (const Slot *seen, const Slot *row, const void *arg),
+							const void *arg, Slot *out);
 extern void relay_write_slot(const char *outbox, const char *grp, const Slot *s);
 extern void relay_write_slots(const char *outbox, const char *grp, const Slot *slots, int n);
 extern void relay_init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max);

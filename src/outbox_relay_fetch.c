@@ -23,6 +23,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/wait_event.h"
@@ -43,73 +44,46 @@ lease_free(const Slot *s, TimestampTz now)
 	return !s->leased || s->lease_expires_at <= now || eo_relay_holder_gone(s->holder_pid);
 }
 
-/*
- * Lock slot c->slot and read it into *s, if its lease is still as c saw
- * it (free); false if another relay took or holds it meanwhile.
- */
+/* A slot locked is served if its lease is still as the scan read it (free). */
 static bool
-lock_slot(EoRelayCall *call, const Slot *c, Slot *s)
+lease_as_read(const Slot *seen, const Slot *row, const void *arg)
 {
-	Datum		values[7];
-	int			rc;
-
-	values[0] = CStringGetTextDatum(call->ob->name);
-	values[1] = CStringGetTextDatum(call->grp);
-	values[6] = Int32GetDatum(call->group_id);
-	values[2] = Int32GetDatum(c->slot);
-	values[3] = Int64GetDatum(c->has_token ? c->lease_token : 0);
-	values[4] = TimestampTzGetDatum(c->leased ? c->lease_expires_at : DT_NOBEGIN);
-	values[5] = Int32GetDatum(c->holder_pid);	/* as stored, leased or not */
-	rc = SPI_execute_plan(relay_plans.lock, values, NULL, false, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot lock failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
-		return false;
-	relay_read_slot(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, s);
-	eo_cluster_check_slot(s->sysid, call->ob->name);
-	return true;
+	return (seen->has_token ? seen->lease_token : 0) == (row->has_token ? row->lease_token : 0) &&
+		(seen->leased ? seen->lease_expires_at : DT_NOBEGIN) ==
+		(row->leased ? row->lease_expires_at : DT_NOBEGIN) &&
+		seen->holder_pid == row->holder_pid;
 }
 
 /*
- * Lock the n slots c[] whose leases are still as read (lock_slot's test
- * for each, in one statement): those locked into s[], in c's order.
- * Returns how many.
+ * Lock the n slots c[] whose leases are still as read (SKIP LOCKED: one
+ * another relay's fetch has locked is left to it): those locked into s[],
+ * in c's order.  Returns how many.  Nothing is locked unless the group is
+ * still the one eo_relay_begin looked up and checked the caller's rights
+ * on: one its outbox's owner dropped and made again under the same name
+ * since, for another role, has a new id.  Once locked, the rows cannot be
+ * dropped under the call.
  */
 static int
 lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 {
-	Datum	   *slots = palloc(sizeof(Datum) * n);
-	Datum	   *tokens = palloc(sizeof(Datum) * n);
-	Datum	   *expires = palloc(sizeof(Datum) * n);
-	Datum	   *pids = palloc(sizeof(Datum) * n);
-	Datum		values[7];
-	int			rc;
+	int32		id;
+	Oid			owner;
+	int			nlocked;
 
-	for (int i = 0; i < n; i++)
-	{
-		slots[i] = Int32GetDatum(c[i].slot);
-		tokens[i] = Int64GetDatum(c[i].has_token ? c[i].lease_token : 0);
-		expires[i] = TimestampTzGetDatum(c[i].leased ? c[i].lease_expires_at : DT_NOBEGIN);
-		pids[i] = Int32GetDatum(c[i].holder_pid);
-	}
-	values[0] = CStringGetTextDatum(call->ob->name);
-	values[1] = CStringGetTextDatum(call->grp);
-	values[6] = Int32GetDatum(call->group_id);
-	values[2] = PointerGetDatum(construct_array(slots, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-	values[3] = PointerGetDatum(construct_array(tokens, n, INT8OID, sizeof(int64),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[4] = PointerGetDatum(construct_array(expires, n, TIMESTAMPTZOID, sizeof(TimestampTz),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[5] = PointerGetDatum(construct_array(pids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-	rc = SPI_execute_plan(relay_plans.lock_many, values, NULL, false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "eo: slot lock failed: %s", SPI_result_code_string(rc));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		relay_read_slot(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &s[i]);
+	if (!relay_find_group(call->ob->name, call->grp, GetLatestSnapshot(), &id, &owner) ||
+		id != call->group_id)
+		return 0;
+	nlocked = relay_lock_seen(c, n, true, lease_as_read, NULL, s);
+	for (int i = 0; i < nlocked; i++)
 		eo_cluster_check_slot(s[i].sysid, call->ob->name);
-	}
-	return (int) SPI_processed;
+	return nlocked;
+}
+
+/* Slot c alone; false if another relay took or holds it meanwhile. */
+static bool
+lock_slot(EoRelayCall *call, const Slot *c, Slot *s)
+{
+	return lock_slots(call, c, 1, s) == 1;
 }
 
 /* ---- the cut: a new snapshot S with hi(S) and the next txid ---- */
