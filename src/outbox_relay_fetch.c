@@ -703,65 +703,6 @@ move_slot(Slot *s, const SlotPage *pg, const Cut *cut, bool *complete)
 	}
 }
 
-/*
- * Serve the n locked slots s[] together (none with an earlier cluster's
- * events), as serve_slot serves one, in three statements for them all:
- * one snapshot S for those starting a batch, taken after they were all
- * locked (see serve_slot); one statement for all their pages, max_events
- * shared in s's order; one UPDATE of their rows.  A slot the pages did
- * not reach (max_events was reached first) is left as it was.  Returns
- * the events handed out; adds the slots with a page to *served; clears
- * *drained as serve_slot's *complete would.
- */
-static int32
-serve_slots(EoRelayCall *call, Slot *s, int n, PageReceiver *r, TimestampTz now,
-			int64 lease_usecs, bool session_lease, int32 *served, bool *drained)
-{
-	PagesReceiver m;
-	Cut			cut;
-	int64	   *lo = palloc(sizeof(int64) * n);
-	int64	   *hi = palloc(sizeof(int64) * n);
-	Datum	   *ps = palloc(sizeof(Datum) * n);
-	Datum	   *ss = palloc(sizeof(Datum) * n);
-	int			written = 0;
-
-	memset(&cut, 0, sizeof(cut));
-	for (int i = 0; i < n; i++)
-		if (!s[i].has_batch)
-		{
-			take_cut(call->ob, &cut);
-			break;
-		}
-	for (int i = 0; i < n; i++)
-	{
-		lo[i] = s[i].has_batch ? relay_batch_lower(&s[i]) : s[i].pos_lo - 1;
-		hi[i] = s[i].has_batch ? s[i].batch_hi : cut.hi;
-		ps[i] = s[i].pos_snap;
-		ss[i] = s[i].has_batch ? s[i].batch_snap : cut.snap;
-	}
-	m.page = *r;
-	run_pages(call, s, n, lo, hi, ps, ss, &m);
-	for (int i = 0; i < n; i++)
-	{
-		const SlotPage *pg = &m.pages[i];
-		bool		complete;
-
-		if (i + 1 > m.stopped_at || (i + 1 == m.stopped_at && pg->count == 0))
-		{
-			*drained = false;	/* not reached */
-			continue;
-		}
-		move_slot(&s[i], pg, &cut, &complete);
-		*drained = *drained && complete;
-		record_page(&s[i], pg->count, pg->last_seq, pg->more, pg->token, now, lease_usecs,
-					session_lease);
-		*served += pg->count > 0 ? 1 : 0;
-		s[written++] = s[i];
-	}
-	relay_write_slots(call->ob->name, call->grp, s, written);
-	return m.total;
-}
-
 static bool
 check_flag(FunctionCallInfo fcinfo, int arg, const char *what)
 {
@@ -793,35 +734,122 @@ typedef struct FetchArgs
 } FetchArgs;
 
 /*
- * Serve the n candidate slots c[] with work[] together: lock them all,
- * serve those locked (serve_slots).  Returns whether the fetch handed out
+ * Must slot s, whose page in a fetch of several slots is pg, be written?
+ * If it got events, has a batch to go on with or to close, or is caught
+ * up with a lo(P) well below what its history allows (see probe_slots).
+ */
+static bool
+must_write(const Slot *s, const SlotPage *pg, const Cut *cut)
+{
+	return pg->count > 0 || s->has_batch || batch_lower_bound(s, cut) > s->pos_lo + LO_SLACK;
+}
+
+/*
+ * The rows of the n pages (the tokens of those served) from `pages` into
+ * the result of the fetch, in the order read.
+ */
+static void
+keep_pages(Tuplestorestate *pages, const int64 *tokens, int n, PageReceiver *r)
+{
+	TupleTableSlot *ts = MakeSingleTupleTableSlot(r->desc, &TTSOpsMinimalTuple);
+
+	while (n > 0 && tuplestore_gettupleslot(pages, true, false, ts))
+	{
+		bool		isnull;
+		int64		token = DatumGetInt64(slot_getattr(ts, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (tokens[i] == token)
+			{
+				tuplestore_puttupleslot(r->store, ts);
+				break;
+			}
+	}
+	ExecDropSingleTupleTableSlot(ts);
+}
+
+/*
+ * Fetch from the n free slots f[] (none with an earlier cluster's events)
+ * at once: one snapshot S, one statement for all their pages (max_events
+ * shared in f's order, slot after slot), read before any lock, so that a
+ * slot that is caught up costs its index probes and nothing else, as a
+ * probe would; then the slots that got a page or must move anyway locked
+ * (SKIP LOCKED), and served those whose row is still the version the scan
+ * read.  No relay moved such a slot since, so its page, read from its
+ * position as read with S taken after the read, is what serve_slot would
+ * hand out after the lock.  The pages of the others are dropped; they
+ * come in a later fetch.  Returns whether the fetch handed out
  * everything committed before it (see eo_relay_fetch).
  */
 static bool
-fetch_together(EoRelayCall *call, const Slot *c, const bool *work, int n, PageReceiver *r,
-			   const FetchArgs *a)
+fetch_together(EoRelayCall *call, const Slot *f, int n, PageReceiver *r, const FetchArgs *a)
 {
-	Slot	   *pick = palloc(sizeof(Slot) * Max(n, 1));
-	Slot	   *locked = palloc(sizeof(Slot) * Max(n, 1));
+	PagesReceiver m;
+	Cut			cut;
+	int64	   *lo = palloc(sizeof(int64) * n);
+	int64	   *hi = palloc(sizeof(int64) * n);
+	Datum	   *ps = palloc(sizeof(Datum) * n);
+	Datum	   *ss = palloc(sizeof(Datum) * n);
+	Slot	   *pick = palloc(sizeof(Slot) * n);
+	int		   *pick_page = palloc(sizeof(int) * n);
+	Slot	   *locked = palloc(sizeof(Slot) * n);
+	int64	   *served = palloc(sizeof(int64) * n);
 	int			npick = 0;
 	int			nlocked;
-	int32		served = 0;
+	int			nserved = 0;
+	int			written = 0;
 	bool		drained = true;
 
+	take_cut(call->ob, &cut);
 	for (int i = 0; i < n; i++)
-		if (work[i])
-			pick[npick++] = c[i];
+	{
+		lo[i] = f[i].has_batch ? relay_batch_lower(&f[i]) : f[i].pos_lo - 1;
+		hi[i] = f[i].has_batch ? f[i].batch_hi : cut.hi;
+		ps[i] = f[i].pos_snap;
+		ss[i] = f[i].has_batch ? f[i].batch_snap : cut.snap;
+	}
+	m.page = *r;
+	m.page.store = tuplestore_begin_heap(false, false, work_mem);
+	m.page.max = a->max_events;
+	run_pages(call, f, n, lo, hi, ps, ss, &m);
+	for (int i = 0; i < n; i++)
+	{
+		if (i + 1 > m.stopped_at || (i + 1 == m.stopped_at && m.pages[i].count == 0))
+		{
+			drained = false;	/* not reached: max_events ran out first */
+			continue;
+		}
+		if (!must_write(&f[i], &m.pages[i], &cut))
+			continue;
+		pick_page[npick] = i;
+		pick[npick++] = f[i];
+	}
 	nlocked = npick > 0 ? lock_slots(call, pick, npick, locked) : 0;
-	/*
-	 * A slot another relay's fetch has locked right now may be left to it
-	 * unserved (its max_events ran out first): fetch again, not sleep.
-	 */
-	if (nlocked < npick)
+	for (int k = 0, j = 0; k < nlocked; k++)
+	{
+		Slot	   *s = &locked[k];
+		const SlotPage *pg;
+		bool		complete;
+
+		while (pick[j].slot != s->slot)
+			j++;				/* lock_slots keeps the order */
+		pg = &m.pages[pick_page[j]];
+		if (!ItemPointerEquals(&s->tid, &pick[j].seen_tid))
+			continue;			/* moved since the scan: fetched again */
+		move_slot(s, pg, &cut, &complete);
+		drained = drained && complete;
+		record_page(s, pg->count, pg->last_seq, pg->more, pg->token, a->now, a->lease_usecs,
+					a->session_lease);
+		if (pg->count > 0)
+			served[nserved++] = pg->token;
+		locked[written++] = *s;
+	}
+	/* a slot another relay has locked or moved meanwhile: fetch again, not sleep */
+	if (written < npick)
 		drained = false;
-	r->max = a->max_events;
-	if (nlocked > 0)
-		(void) serve_slots(call, locked, nlocked, r, a->now, a->lease_usecs, a->session_lease,
-						   &served, &drained);
+	relay_write_slots(call->ob->name, call->grp, locked, written);
+	keep_pages(m.page.store, served, nserved, r);
+	tuplestore_end(m.page.store);
 	return drained;
 }
 
@@ -861,24 +889,25 @@ fetch_one_by_one(EoRelayCall *call, const Slot *c, const bool *work, int n, Page
 }
 
 /*
- * Can the slots with work be served together (serve_slots)?  If they are
- * no more than `want` (each gets its page: one that turns out empty does
- * not take another's turn) and none has an earlier cluster's events.
+ * The free slots of the n candidates c[] into f[], if they can be fetched
+ * together (fetch_together): no more of them than `want` (each gets its
+ * page: one that turns out empty does not take another's turn) and none
+ * with an earlier cluster's events.  Returns how many, or -1.
  */
-static bool
-serve_together(const Slot *c, const bool *work, int n, int32 want)
+static int
+free_to_fetch_together(const Slot *c, int n, TimestampTz now, int32 want, Slot *f)
 {
-	int			nwork = 0;
+	int			nfree = 0;
 
 	for (int i = 0; i < n; i++)
 	{
-		if (!work[i])
+		if (!lease_free(&c[i], now))
 			continue;
-		if (c[i].has_old)
-			return false;
-		nwork++;
+		if (c[i].has_old || nfree == want)
+			return -1;
+		f[nfree++] = c[i];
 	}
-	return nwork <= want;
+	return nfree;
 }
 
 /*
@@ -905,6 +934,8 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	EoOutbox   *ob;
 	PageReceiver r;
 	int			ncandidates;
+	Slot	   *f;
+	int			nfree;
 	FetchArgs	fetch = {max_events, want, lease_usecs, session_lease, GetCurrentTimestamp()};
 	bool		drained;
 	Slot	   *c;
@@ -932,12 +963,18 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	 * serve, so one that is caught up costs a read, no lock, no WAL.
 	 */
 	c = relay_read_group_slots(ob->name, grp, &ncandidates);
-	work = palloc(sizeof(bool) * Max(ncandidates, 1));
-	probe_slots(&call, c, ncandidates, fetch.now, work);
-	if (serve_together(c, work, ncandidates, want))
-		drained = fetch_together(&call, c, work, ncandidates, &r, &fetch);
+	f = palloc(sizeof(Slot) * Max(ncandidates, 1));
+	nfree = free_to_fetch_together(c, ncandidates, fetch.now, want, f);
+	if (nfree == 0)
+		drained = true;
+	else if (nfree > 0)
+		drained = fetch_together(&call, f, nfree, &r, &fetch);
 	else
+	{
+		work = palloc(sizeof(bool) * Max(ncandidates, 1));
+		probe_slots(&call, c, ncandidates, fetch.now, work);
 		drained = fetch_one_by_one(&call, c, work, ncandidates, &r, &fetch);
+	}
 	ob->bell_known = drained;
 	eo_relay_end(&call);
 	return (Datum) 0;
