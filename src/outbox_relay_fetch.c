@@ -745,15 +745,23 @@ must_write(const Slot *s, const SlotPage *pg, const Cut *cut)
 }
 
 /*
- * The rows of the n pages (the tokens of those served) from `pages` into
- * the result of the fetch, in the order read.
+ * Drop from the result the rows of the pages not served: r->store becomes
+ * a copy of it with only the rows of the n pages served (their tokens),
+ * in the order read.  Rare (another relay took or moved a slot meanwhile),
+ * so the common case copies nothing.
  */
 static void
-keep_pages(Tuplestorestate *pages, const int64 *tokens, int n, PageReceiver *r)
+drop_unserved_pages(PageReceiver *r, const int64 *tokens, int n)
 {
-	TupleTableSlot *ts = MakeSingleTupleTableSlot(r->desc, &TTSOpsMinimalTuple);
+	/* made where the result was: it outlives this call's SPI memory */
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(r->store));
+	Tuplestorestate *kept = tuplestore_begin_heap(true, false, work_mem);
+	TupleTableSlot *ts;
 
-	while (n > 0 && tuplestore_gettupleslot(pages, true, false, ts))
+	MemoryContextSwitchTo(old);
+	ts = MakeSingleTupleTableSlot(r->desc, &TTSOpsMinimalTuple);
+
+	while (tuplestore_gettupleslot(r->store, true, false, ts))
 	{
 		bool		isnull;
 		int64		token = DatumGetInt64(slot_getattr(ts, 1, &isnull));
@@ -761,11 +769,13 @@ keep_pages(Tuplestorestate *pages, const int64 *tokens, int n, PageReceiver *r)
 		for (int i = 0; i < n; i++)
 			if (tokens[i] == token)
 			{
-				tuplestore_puttupleslot(r->store, ts);
+				tuplestore_puttupleslot(kept, ts);
 				break;
 			}
 	}
 	ExecDropSingleTupleTableSlot(ts);
+	tuplestore_end(r->store);
+	r->store = kept;
 }
 
 /*
@@ -797,6 +807,7 @@ fetch_together(EoRelayCall *call, const Slot *f, int n, PageReceiver *r, const F
 	int			npick = 0;
 	int			nlocked;
 	int			nserved = 0;
+	int32		kept = 0;
 	int			written = 0;
 	bool		drained = true;
 
@@ -809,7 +820,6 @@ fetch_together(EoRelayCall *call, const Slot *f, int n, PageReceiver *r, const F
 		ss[i] = f[i].has_batch ? f[i].batch_snap : cut.snap;
 	}
 	m.page = *r;
-	m.page.store = tuplestore_begin_heap(false, false, work_mem);
 	m.page.max = a->max_events;
 	run_pages(call, f, n, lo, hi, ps, ss, &m);
 	for (int i = 0; i < n; i++)
@@ -842,14 +852,15 @@ fetch_together(EoRelayCall *call, const Slot *f, int n, PageReceiver *r, const F
 					a->session_lease);
 		if (pg->count > 0)
 			served[nserved++] = pg->token;
+		kept += pg->count;
 		locked[written++] = *s;
 	}
 	/* a slot another relay has locked or moved meanwhile: fetch again, not sleep */
 	if (written < npick)
 		drained = false;
 	relay_write_slots(call->ob->name, call->grp, locked, written);
-	keep_pages(m.page.store, served, nserved, r);
-	tuplestore_end(m.page.store);
+	if (kept < m.total)
+		drop_unserved_pages(r, served, nserved);
 	return drained;
 }
 
@@ -976,6 +987,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 		drained = fetch_one_by_one(&call, c, work, ncandidates, &r, &fetch);
 	}
 	ob->bell_known = drained;
+	rsinfo->setResult = r.store;	/* fetch_together may have dropped rows */
 	eo_relay_end(&call);
 	return (Datum) 0;
 }
