@@ -28,6 +28,12 @@
 #                (no FunctionScan: see docs/performance.md)
 #   hand         INSERT PROCESSING ON CONFLICT, the change, UPDATE to DONE with a result
 #   eo           eo_claim, the change, eo_complete with the result
+#   relay_emit   eo_emit of one event into an outbox with the default 8
+#                slots, committed (no change)
+#   relay_paced  the same, then in a second transaction eo_relay_fetch of
+#                all 8 slots and eo_relay_ack_pages of what it got: a relay
+#                woken for every commit; relay_paced - relay_emit is what
+#                one fetch and acknowledgement of one event cost
 # Settings: CPU_N1=300 CPU_N2=1300 (transactions), CPU_CONTENDERS.
 # Output: bench/results/cpu-<timestamp>/summary.md (and printed).
 set -euo pipefail
@@ -37,7 +43,7 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 N1=${CPU_N1:-300}
 N2=${CPU_N2:-1300}
-CONTENDERS=${CPU_CONTENDERS:-"nothing baseline hand_min eo_noresult eo_noresult_field hand eo"}
+CONTENDERS=${CPU_CONTENDERS:-"nothing baseline hand_min eo_noresult eo_noresult_field hand eo relay_emit relay_paced"}
 RESULTS=$REPO_ROOT/bench/results/cpu-$(date -u +%Y%m%d-%H%M%S)
 
 # The prepared statement of each contender; $1 is the key, $2 the account.
@@ -63,6 +69,12 @@ PREPARE eo_done_(text, int) AS SELECT eo_complete($1, jsonb_build_object('charge
 
 PREPARE change_(int) AS UPDATE accounts SET balance = balance + 1 WHERE id = $1;
 
+PREPARE relay_emit_(text, int) AS SELECT eo_emit('pob', 'account', 'a' || $2, 'Moved', '{}');
+
+PREPARE relay_paced_(text, int) AS SELECT eo_emit('pob', 'account', 'a' || $2, 'Moved', '{}');
+
+PREPARE relay_fetch_ack_ AS SELECT eo_relay_ack_pages('pob', 'g', (SELECT array_agg(DISTINCT lease_token) FROM eo_relay_fetch('pob', 'g', 1000, '30 s', 8, true)));
+
 EOF
 }
 
@@ -72,12 +84,13 @@ script() {
     prepare_all
     for ((i = base + 1; i <= base + n; i++)); do
         printf "BEGIN;\n\nEXECUTE %s_('k%d', %d);\n\n" "$c" "$i" $((i % 1000 + 1))
-        [ "$c" = nothing ] || printf "EXECUTE change_(%d);\n\n" $((i % 1000 + 1))
+        case $c in nothing | relay_*) ;; *) printf "EXECUTE change_(%d);\n\n" $((i % 1000 + 1)) ;; esac
         case $c in
             hand) printf "EXECUTE hand_done_('k%d', 0);\n\n" "$i" ;;
             eo) printf "EXECUTE eo_done_('k%d', 0);\n\n" "$i" ;;
         esac
         printf "COMMIT;\n\n"
+        [ "$c" = relay_paced ] && printf "BEGIN;\n\nEXECUTE relay_fetch_ack_;\n\nCOMMIT;\n\n"
     done
 }
 
@@ -121,7 +134,9 @@ main() {
         "CREATE TABLE processed (key text PRIMARY KEY, status text NOT NULL, result jsonb);" \
         "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);" \
         "INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 1000) g;" \
-        "SELECT eo_claim('warm-up');" | single >"$EO_TMP/cg/setup.log" 2>&1
+        "SELECT eo_claim('warm-up');" \
+        "SELECT eo_outbox_create('pob');" "SELECT eo_group_create('pob', 'g');" |
+        single >"$EO_TMP/cg/setup.log" 2>&1
     grep -q ERROR "$EO_TMP/cg/setup.log" && { cat "$EO_TMP/cg/setup.log" >&2; die "setup failed"; }
     cp -a "$EO_TMP/cg/data" "$EO_TMP/cg/data.setup"
     for c in $CONTENDERS; do
@@ -154,6 +169,8 @@ main() {
             echo "eo_noresult_field vs hand_min: $(python3 -c "print(f'{${PER[hand_min]}/${PER[eo_noresult_field]}:.3f}x')")"
         [ -n "${PER[hand]:-}" ] && [ -n "${PER[eo]:-}" ] &&
             echo "eo vs hand: $(python3 -c "print(f'{${PER[hand]}/${PER[eo]}:.3f}x')")"
+        [ -n "${PER[relay_emit]:-}" ] && [ -n "${PER[relay_paced]:-}" ] &&
+            echo "relay: one fetch (8 slots) and acknowledgement of one event: $(( PER[relay_paced] - PER[relay_emit] )) instructions"
     } | tee "$RESULTS/summary.md"
 }
 

@@ -57,9 +57,12 @@
  *
  * Leases and fencing.  A fetch reads the group's slots without a lock,
  * passes over those leased to a live backend and those with nothing to
- * hand out (a probe: no lock, no write, no WAL for a caught-up slot), and
- * locks the next one with SELECT ... FOR UPDATE SKIP LOCKED if its lease
- * is still as read, so two relays never pick the same slot.  A lease is
+ * hand out (no lock, no write, no WAL for a caught-up slot), and locks
+ * the ones it serves as SELECT ... FOR UPDATE SKIP LOCKED would, if their
+ * lease is still as read, so two relays never pick the same slot.  (A
+ * fetch of all the free slots reads their pages first and serves only the
+ * slots whose row, once locked, is still the version it read; see
+ * fetch_together in outbox_relay_fetch.c.)  A lease is
  * free when it expired, or, if it was taken with release_on_disconnect,
  * when the backend that took it is gone (the relay crashed or lost its
  * connection).  The fetch gives the slot a
@@ -75,8 +78,11 @@
  *
  * Who.  A consumer group belongs to the role that created it: fetching,
  * acknowledging, extending and releasing need that role's privileges (and
- * SELECT on the outbox).  Slot rows live in eo_internal and are read and
- * written as the extension owner; the events themselves are read as the
+ * SELECT on the outbox).  Group and slot rows live in eo_internal and are
+ * read, locked and written as the extension owner, through their primary
+ * keys without the executor (its start cost a fetch more than the rows:
+ * relay_find_group, relay_read_group_slots, relay_lock_seen,
+ * write_slot_in_place); the events themselves are read as the
  * caller, whose SELECT right suffices, through a statement that names the
  * outbox table and is checked afterwards to have read the table eo
  * recorded (outbox_registry.c).  Statements are prepared once per backend with
