@@ -241,7 +241,6 @@ prepare_plans(void)
 											SC_OUTBOX, SC_GRP, SC_SLOT),
 								   SLOT_NCOLS, update_types);
 
-
 	/*
 	 * S is the statement's own snapshot, taken before the sequence is read:
 	 * whatever pg_current_snapshot() shows as committed drew its seqs
@@ -661,7 +660,9 @@ relay_lock_seen(const Slot *c, int n, bool skip_locked,
 		CHECK_FOR_INTERRUPTS();
 		if (!ItemPointerIsValid(&tid))
 			elog(ERROR, "eo: slot %d was not read by a scan", c[i].slot);
-		result = table_tuple_lock(rel, &tid, GetActiveSnapshot(), ts, GetCurrentCommandId(true),
+		result = table_tuple_lock(rel, &tid,
+								  ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot(),
+								  ts, GetCurrentCommandId(true),
 								  LockTupleExclusive, skip_locked ? LockWaitSkip : LockWaitBlock,
 								  flags, &tmfd);
 		switch (result)

@@ -841,8 +841,10 @@ fetch_together(EoRelayCall *call, const Slot *f, int n, PageReceiver *r, const F
 		const SlotPage *pg;
 		bool		complete;
 
-		while (pick[j].slot != s->slot)
+		while (j < npick && pick[j].slot != s->slot)
 			j++;				/* lock_slots keeps the order */
+		if (j == npick)
+			elog(ERROR, "eo: slot %d was locked but not picked", s->slot);
 		pg = &m.pages[pick_page[j]];
 		if (!ItemPointerEquals(&s->tid, &pick[j].seen_tid))
 			continue;			/* moved since the scan: fetched again */
