@@ -615,6 +615,25 @@ relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *
 	return found;
 }
 
+/*
+ * Is the call's group still the one eo_relay_begin looked up and checked
+ * the caller's rights on?  Checked before slots are locked, with the
+ * latest snapshot (the call's own may be old): a group its outbox's owner
+ * dropped and made again under the same name has other rows and, unless
+ * its id came round again, another id; and its owner must still be a
+ * role whose privileges the caller has.  Once locked, the rows cannot be
+ * dropped under the call.
+ */
+bool
+relay_group_still(const EoRelayCall *call)
+{
+	int32		id;
+	Oid			owner;
+
+	return relay_find_group(call->ob->name, call->grp, GetLatestSnapshot(), &id, &owner) &&
+		id == call->group_id && has_privs_of_role(call->caller.userid, owner);
+}
+
 /* Raised where a SELECT ... FOR UPDATE would raise it. */
 static void
 lock_serialization_failure(void)
@@ -1157,10 +1176,8 @@ cmp_slot_number(const void *a, const void *b)
 /*
  * The slots of the call's group that hold one of the tokens t, locked
  * (FOR UPDATE, waiting for another holder) in slot order, into *slots:
- * how many.  None unless the group is still the one eo_relay_begin
- * looked up and checked the caller's rights on (one its outbox's owner
- * dropped and made again under the same name since, for another role,
- * has a new id); once locked, the rows cannot be dropped under the call.
+ * how many.  None unless the group is still the one checked
+ * (relay_group_still).
  */
 static int
 lock_token_slots(EoRelayCall *call, const TokenSet *t, Slot **slots)
@@ -1170,12 +1187,9 @@ lock_token_slots(EoRelayCall *call, const TokenSet *t, Slot **slots)
 	Slot	   *pick = palloc(sizeof(Slot) * Max(n, 1));
 	int			npick = 0;
 	int			nlocked;
-	int32		id;
-	Oid			owner;
 
 	*slots = palloc(sizeof(Slot) * Max(n, 1));
-	if (!relay_find_group(call->ob->name, call->grp, GetLatestSnapshot(), &id, &owner) ||
-		id != call->group_id)
+	if (!relay_group_still(call))
 		return 0;
 	for (int i = 0; i < n; i++)
 		if (holds_token(&all[i], &all[i], t))

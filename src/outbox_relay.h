@@ -122,6 +122,7 @@ extern void relay_as_caller(EoRelayCall *call, EoIdentity *owner);
 extern Slot *relay_read_group_slots(const char *outbox, const char *grp, int *n);
 extern bool relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id,
 							 Oid *owner);
+extern bool relay_group_still(const EoRelayCall *call);
 extern int	relay_lock_seen(const Slot *c, int n, bool skip_locked,
 							bool (*still) (const Slot *seen, const Slot *row, const void *arg),
 							const void *arg, Slot *out);

@@ -58,20 +58,14 @@ lease_as_read(const Slot *seen, const Slot *row, const void *arg)
  * Lock the n slots c[] whose leases are still as read (SKIP LOCKED: one
  * another relay's fetch has locked is left to it): those locked into s[],
  * in c's order.  Returns how many.  Nothing is locked unless the group is
- * still the one eo_relay_begin looked up and checked the caller's rights
- * on: one its outbox's owner dropped and made again under the same name
- * since, for another role, has a new id.  Once locked, the rows cannot be
- * dropped under the call.
+ * still the one checked (relay_group_still).
  */
 static int
 lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 {
-	int32		id;
-	Oid			owner;
 	int			nlocked;
 
-	if (!relay_find_group(call->ob->name, call->grp, GetLatestSnapshot(), &id, &owner) ||
-		id != call->group_id)
+	if (!relay_group_still(call))
 		return 0;
 	nlocked = relay_lock_seen(c, n, true, lease_as_read, NULL, s);
 	for (int i = 0; i < nlocked; i++)
