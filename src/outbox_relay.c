@@ -507,6 +507,25 @@ cmp_oldest_served(const void *a, const void *b)
 }
 
 /*
+ * A scan of idx, an index of rel whose first two columns are text, for
+ * the rows with those equal to outbox and name (key: room for two keys).
+ */
+static IndexScanDesc
+begin_name_scan(Relation rel, Relation idx, Snapshot snapshot, const char *outbox,
+				const char *name, ScanKeyData *key)
+{
+	IndexScanDesc scan;
+
+	ScanKeyEntryInitialize(&key[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(outbox));
+	ScanKeyEntryInitialize(&key[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[1], F_TEXTEQ, CStringGetTextDatum(name));
+	scan = eo_index_beginscan(rel, idx, snapshot, 2, 0);
+	index_rescan(scan, key, 2, NULL, 0);
+	return scan;
+}
+
+/*
  * The slots of group grp of outbox `outbox`, unlocked (tid invalid),
  * oldest-served first, so that one relay walks all slots in turn; *n of
  * them.  Read through the primary key (outbox, grp, slot) with a snapshot
@@ -535,12 +554,7 @@ relay_read_group_slots(const char *outbox, const char *grp, int *n)
 		idx->rd_index->indkey.values[0] != attnums[SC_OUTBOX - 1] ||
 		idx->rd_index->indkey.values[1] != attnums[SC_GRP - 1])
 		elog(ERROR, "eo: the primary key of eo_outbox_slots does not start with (outbox, grp)");
-	ScanKeyEntryInitialize(&key[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   idx->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(outbox));
-	ScanKeyEntryInitialize(&key[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-						   idx->rd_indcollation[1], F_TEXTEQ, CStringGetTextDatum(grp));
-	scan = eo_index_beginscan(rel, idx, snapshot, 2, 0);
-	index_rescan(scan, key, 2, NULL, 0);
+	scan = begin_name_scan(rel, idx, snapshot, outbox, grp, key);
 	*n = 0;
 	while (index_getnext_slot(scan, ForwardScanDirection, ts))
 	{
@@ -593,12 +607,7 @@ relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *
 		id_att <= 0 || TupleDescAttr(RelationGetDescr(rel), id_att - 1)->atttypid != INT4OID ||
 		owner_att <= 0 || TupleDescAttr(RelationGetDescr(rel), owner_att - 1)->atttypid != REGROLEOID)
 		elog(ERROR, "eo: eo_outbox_groups is not as eo made it");
-	ScanKeyEntryInitialize(&key[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   idx->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(outbox));
-	ScanKeyEntryInitialize(&key[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-						   idx->rd_indcollation[1], F_TEXTEQ, CStringGetTextDatum(grp));
-	scan = eo_index_beginscan(rel, idx, snapshot, 2, 0);
-	index_rescan(scan, key, 2, NULL, 0);
+	scan = begin_name_scan(rel, idx, snapshot, outbox, grp, key);
 	found = index_getnext_slot(scan, ForwardScanDirection, ts);
 	if (found)
 	{
