@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  * outbox_relay.h
- *	  What the relay's two files share: a consumer group's slot row and
- *	  how it is read, locked and written, the page statements and their
- *	  receiver (outbox_relay.c), for eo_relay_fetch and eo_relay_wait
- *	  (outbox_relay_fetch.c).  The design is in outbox_relay.c's header.
+ *	  What the relay's three files share: a consumer group's slot row and
+ *	  how it is read, locked and written (outbox_slots.c), the page
+ *	  statements and their receiver (outbox_relay.c), for eo_relay_fetch
+ *	  and eo_relay_wait (outbox_relay_fetch.c).  The design is in
+ *	  outbox_relay.c's header.
  *-------------------------------------------------------------------------
  */
 #ifndef EO_OUTBOX_RELAY_H
@@ -87,7 +88,6 @@ typedef struct Slot
 typedef struct RelayPlans
 {
 	bool		ready;
-	SPIPlanPtr	update;
 	SPIPlanPtr	cut;
 	SPIPlanPtr	group_tokens;
 } RelayPlans;
@@ -117,8 +117,7 @@ typedef struct PageReceiver
 	int64		last_seq;
 } PageReceiver;
 
-extern EoOutbox *relay_outbox(Datum value, bool isnull);
-extern void relay_as_caller(EoRelayCall *call, EoIdentity *owner);
+/* outbox_slots.c */
 extern Slot *relay_read_group_slots(const char *outbox, const char *grp, int *n);
 extern bool relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id,
 							 Oid *owner);
@@ -128,6 +127,9 @@ extern int	relay_lock_seen(const Slot *c, int n, bool skip_locked,
 							const void *arg, Slot *out);
 extern void relay_write_slot(const char *outbox, const char *grp, const Slot *s);
 extern void relay_write_slots(const char *outbox, const char *grp, const Slot *slots, int n);
+/* outbox_relay.c */
+extern EoOutbox *relay_outbox(Datum value, bool isnull);
+extern void relay_as_caller(EoRelayCall *call, EoIdentity *owner);
 extern void relay_init_receiver(PageReceiver *r, Tuplestorestate *store, TupleDesc desc, int32 max);
 extern void relay_check_page_columns(TupleDesc typeinfo, int first);
 extern int32 relay_run_statement(EoRelayCall *call, SPIPlanPtr plan, int nparams, const Oid *types,
