@@ -117,7 +117,6 @@ typedef struct EoColumn
 extern char *eo_columns_mismatch(TupleDesc desc, const EoColumn *cols, int ncols,
 								 bool skip_dropped);
 extern char *eo_columns_list(const EoColumn *cols, int ncols);
-extern char *eo_columns_set_list(const EoColumn *cols, int ncols, const bool *written);
 
 /* objects.c: eo's own objects, and whose rights eo acts with */
 typedef struct EoCatalog

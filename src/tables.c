@@ -2,12 +2,11 @@
  * tables.c
  *	  What eo's statements and checks make from the description of one of
  *	  eo's tables (an EoColumn array, see eo.h): whether a relation has
- *	  exactly those columns, the column list of a SELECT, the SET list of
- *	  an UPDATE.
+ *	  exactly those columns, the column list of a SELECT.
  *
  * Pure functions of their arguments, at the bottom of the files: the
  * files that own a table (keystore.c, tombstones.c, outbox_registry.c,
- * outbox_relay.c) keep its description next to its readers and writers.
+ * outbox_slots.c) keep its description next to its readers and writers.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -60,27 +59,5 @@ eo_columns_list(const EoColumn *cols, int ncols)
 	initStringInfo(&buf);
 	for (int i = 0; i < ncols; i++)
 		appendStringInfo(&buf, "%s%s", i > 0 ? ", " : "", cols[i].name);
-	return buf.data;
-}
-
-/*
- * "b = $2, c = $3": the columns with written[i] set, each given the
- * parameter of its position, so that a writer fills values[] by position
- * (the statement takes a parameter for every column, used or not).
- */
-char *
-eo_columns_set_list(const EoColumn *cols, int ncols, const bool *written)
-{
-	StringInfoData buf;
-	bool		first = true;
-
-	initStringInfo(&buf);
-	for (int i = 0; i < ncols; i++)
-	{
-		if (!written[i])
-			continue;
-		appendStringInfo(&buf, "%s%s = $%d", first ? "" : ", ", cols[i].name, i + 1);
-		first = false;
-	}
 	return buf.data;
 }
