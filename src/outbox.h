@@ -60,6 +60,7 @@ typedef struct EoOutbox
 	SPIPlanPtr	pages_plan;		/* a page of each of several slots */
 	bool		bell_known;		/* bell_seen is set (outbox_relay_fetch.c) */
 	uint64		bell_seen;		/* doorbell before this backend's last fetch */
+	bool		bell_blocked;	/* ... which passed over slots it could not lock */
 } EoOutbox;
 
 /*

@@ -70,6 +70,8 @@ lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 	nlocked = relay_lock_seen(c, n, true, lease_as_read, NULL, s);
 	for (int i = 0; i < nlocked; i++)
 		eo_cluster_check_slot(s[i].sysid, call->ob->name);
+	if (nlocked < n)
+		call->ob->bell_blocked = true;	/* eo_relay_wait backs off */
 	return nlocked;
 }
 
@@ -960,6 +962,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	 */
 	ob->bell_seen = eo_doorbell_read(ob->relid);
 	ob->bell_known = false;
+	ob->bell_blocked = false;
 
 	relay_init_receiver(&r, rsinfo->setResult, rsinfo->setDesc, max_events);
 	r.token_seq = eo_ob_token_seq();
@@ -1030,6 +1033,24 @@ linger_ms(int64 ms)
 }
 
 /*
+ * How long eo_relay_wait backs off before it answers "fetch now" after a
+ * fetch that passed over slots it could not lock: another transaction
+ * holds them (a relay serving or acknowledging them, or one left idle in
+ * a transaction or prepared), and fetching again at once would read their
+ * pages again and again, as fast as the calls go, until it ends.
+ */
+#define BLOCKED_BACKOFF_MS 10
+
+/* eo_relay_wait's "fetch now" (true), after a back-off if the last fetch was held up. */
+static Datum
+fetch_again(const EoOutbox *ob, int64 timeout_ms)
+{
+	if (ob->bell_blocked)
+		linger_ms(Min(timeout_ms, BLOCKED_BACKOFF_MS));
+	return BoolGetDatum(true);
+}
+
+/*
  * eo_relay_wait(outbox, timeout [, consumer_group, linger]): after a
  * fetch, sleep until a transaction that wrote events into the outbox
  * commits (true) or the timeout ends (false).  Without the preload it
@@ -1038,7 +1059,9 @@ linger_ms(int64 ms)
  * that committed before it (a page cut short by max_events or slots, or
  * the rest of an earlier batch: see eo_relay_fetch), or if the bell rang
  * since that fetch began: fetch now.  So a relay may wait right after
- * acknowledging a page, without an empty fetch first.
+ * acknowledging a page, without an empty fetch first.  (If that fetch
+ * passed over slots another transaction had locked, it first backs off
+ * BLOCKED_BACKOFF_MS.)
  * With a group, the sleep also ends (true) when one of its leases can be
  * taken over, and after the bell rang it lingers `linger` more, within
  * the timeout, so that the next page holds more than one commit's events
@@ -1069,12 +1092,14 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 		if (ob->bell_known && eo_doorbell_read(ob->relid) == ob->bell_seen)
 			takeover = next_takeover_ms(&call, start);
 		eo_relay_end(&call);
-		if (takeover == 0 || !ob->bell_known)
+		if (takeover == 0)
 			PG_RETURN_BOOL(true);
+		if (!ob->bell_known)
+			return fetch_again(ob, ms);
 	}
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
 	if (!ob->bell_known)
-		PG_RETURN_BOOL(true);
+		return fetch_again(ob, ms);
 	rang = eo_doorbell_wait(ob->relid, ob->bell_seen,
 							takeover > 0 ? Min(ms, takeover) : ms);
 	if (!rang)
