@@ -105,6 +105,17 @@ typedef bool EoUpdateIndexes;
 #endif
 
 /*
+ * The primary key's index: from 18 on the caller says whether a deferrable
+ * one will do (eo's tables have none).
+ */
+#include "utils/relcache.h"
+#if PG_VERSION_NUM >= 180000
+#define eo_primary_key_index(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define eo_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
+#endif
+
+/*
  * A database left invalid by an interrupted DROP DATABASE cannot be
  * connected to: marked since minor releases of August 2023 (15.4).
  */

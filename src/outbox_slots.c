@@ -296,7 +296,7 @@ relay_read_group_slots(const char *outbox, const char *grp, int *n)
 								 AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 	const AttrNumber *attnums = slot_attnums(RelationGetRelid(rel), desc);
-	Relation	idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	Relation	idx = index_open(eo_primary_key_index(rel), AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
 	TupleTableSlot *ts = table_slot_create(rel, NULL);
 	int			cap = 8;
@@ -350,7 +350,7 @@ relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *
 	Oid			relid = RelationGetRelid(rel);
 	AttrNumber	id_att = get_attnum(relid, "id");
 	AttrNumber	owner_att = get_attnum(relid, "owner");
-	Relation	idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	Relation	idx = index_open(eo_primary_key_index(rel), AccessShareLock);
 	TupleTableSlot *ts = table_slot_create(rel, NULL);
 	ScanKeyData key[2];
 	IndexScanDesc scan;
