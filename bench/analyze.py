@@ -47,6 +47,8 @@ DESCRIPTIONS = {
     "one_write": "one-write limit: INSERT DONE+result, change, SELECT 1",
     "eo": "eo: eo_claim, change, eo_complete(result)",
     "eo_noresult": "eo: eo_claim, change (commit marks done)",
+    "eo_noresult_field": "eo_noresult with the claim as a field in the select list: "
+                         "SELECT (eo_claim(k)).status (no FunctionScan)",
     "eo_emit": "eo: eo_claim, change, eo_emit, eo_complete (default outbox: doorbell, no NOTIFY)",
     "eo_emit_notify": "eo + emit, outbox notify => true (NOTIFY for LISTEN)",
     "eo_lease": "eo lease mode: claim txn, then change + complete(token)",
@@ -223,6 +225,47 @@ RELAY_DESC = {
     "pgq": "PgQ: next_batch + get_batch_events + finish_batch",
     "hand": "hand-written: SELECT ... FOR UPDATE SKIP LOCKED, UPDATE processed = true",
 }
+
+
+# (label, numerator, denominator, goal): the targets of the part where the
+# CPU decides (issue 22), tps ratios within a round.
+CPUBOUND_TARGETS = [
+    ("eo vs hand-written", "eo", "hand", 1.20),
+    ("eo without result vs minimal hand-written", "eo_noresult", "hand_min", 1.10),
+    ("the same, the claim as a field (SELECT (eo_claim(k)).status)", "eo_noresult_field", "hand_min", 1.10),
+]
+
+
+def section_cpubound(outdir, meta, T):
+    rows = [r for r in load(os.path.join(outdir, "cpubound.csv")) if r["status"] == "ok"]
+    L = ["\n## Where the CPU decides\n"]
+    L.append(f"The claim contenders again with `synchronous_commit = off` for the benchmark role "
+             f"(no commit waits for the disk), {meta.get('cpubound_rounds')} alternating rounds of "
+             f"{meta.get('duration')} s at {meta.get('cpubound_clients')} clients, the same "
+             f"delivery stream ({meta.get('dup_pct')}% duplicates), the same reset before each run. "
+             f"Median over rounds; the ratios are taken within a round. `bench/cpu.sh` counts the "
+             f"same transactions in instructions.\n")
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["contender"], int(r["clients"])), []).append(r)
+    if groups:
+        L.append("| contender | clients | tps | p50 ms | p99 ms | WAL B/msg | runs |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|")
+        for (c, n) in sorted(groups, key=lambda k: (k[1], ORDER.index(k[0]) if k[0] in ORDER else 99)):
+            rs = groups[(c, n)]
+            m = {k: median([fl(r, k) for r in rs]) for k in ("tps", "lat_p50_ms", "lat_p99_ms", "wal_bytes_per_msg")}
+            L.append(f"| {c} | {n} | {fnum(m['tps'])} | {fnum(m['lat_p50_ms'], 3)} | "
+                     f"{fnum(m['lat_p99_ms'], 3)} | {fnum(m['wal_bytes_per_msg'], 0)} | {len(rs)} |")
+    for label, num, den, goal in CPUBOUND_TARGETS:
+        for n in sorted({int(r["clients"]) for r in rows}) or [None]:
+            sel = [r for r in rows if n is not None and int(r["clients"]) == n]
+            rs = per_round_ratios(sel, "contender", num, den, lambda r: fl(r, "tps"))
+            m = statistics.median(rs) if rs else float("nan")
+            who = f", {n} client{'s' if n != 1 else ''}" if n is not None else ""
+            T.append((f"CPU-bound (synchronous_commit = off){who}: {label}, tps",
+                      f"{m:.3f}x (rounds {min(rs):.2f}-{max(rs):.2f})" if rs else "n/a",
+                      f">= {goal:.1f}x", verdict(m, ">=", goal) if rs else "not measured"))
+    return L
 
 
 def section_relay(outdir, meta, T):
@@ -565,10 +608,10 @@ def cmd_summary(csv_path, outdir, meta_path):
                 L.append(f"| {label} | {n} | {m:.3f}x | {min(rs):.3f}-{max(rs):.3f} | "
                          f"{op} {thr:.2f}x | **{v}** |")
             verdicts[v] += 1
-    parts = meta.get("parts", "contenders relay retention scale reclaim scrape").split()
+    parts = meta.get("parts", "contenders cpubound relay retention scale reclaim scrape").split()
     failed = meta.get("parts_failed", "").split()
     T, S = [], []
-    for name, fn in (("relay", section_relay), ("retention", section_retention),
+    for name, fn in (("cpubound", section_cpubound), ("relay", section_relay), ("retention", section_retention),
                      ("scale", section_scale), ("reclaim", section_reclaim),
                      ("scrape", section_scrape)):
         if name in parts:
@@ -577,8 +620,8 @@ def cmd_summary(csv_path, outdir, meta_path):
                 S.append(f"\n**This part failed before it finished: its figures are incomplete "
                          f"(see the list of what was not measured).**")
     if T:
-        L.append("\nRelay, retention and scale, lease reclaim (DESIGN); "
-                 "details in the sections below.\n")
+        L.append("\nWhere the CPU decides (issue 22), relay, retention and scale, lease reclaim "
+                 "(DESIGN); details in the sections below.\n")
         L.append("| target | measured | goal | verdict |")
         L.append("|---|---|---|---|")
         for label, measured, goal, v in T:
@@ -602,7 +645,7 @@ def cmd_summary(csv_path, outdir, meta_path):
         for r in bad:
             L.append(f"- round {r['round']} {r['contender']} c={r['clients']} "
                      f"dup={r['dup_pct']}: {r['status']}")
-    L.append("\nRaw figures: `runs.csv` (one line per run), `medians.csv`; relay.csv, "
+    L.append("\nRaw figures: `runs.csv` (one line per run), `medians.csv`; cpubound.csv, relay.csv, "
              "retention_ops.csv, retention_load.csv, scale.csv, reclaim.csv for the other parts"
              + ("; chart: `chart.png`." if med else "."))
     if med:

@@ -42,7 +42,10 @@
 #   BENCH_SKIP_BUILD=1  benchmark the eo installed in the system (no build)
 #   BENCH_NOTE="..."  a line printed at the top of the summary
 #   EO_KEEP=1         keep the scratch directory (server log, data directory)
-#   PARTS="contenders relay retention scale reclaim scrape"   the parts to run
+#   PARTS="contenders cpubound relay retention scale reclaim scrape"   the parts to run
+#   CPUBOUND_CLIENTS="1 2", CPUBOUND_ROUNDS=$ROUNDS, CPUBOUND_CONTENDERS="hand
+#                     hand_min eo eo_noresult eo_noresult_field"   the part
+#                     where the CPU decides (synchronous_commit = off)
 #   RELAY_*, RETENTION_*, SCALE_*, RECLAIM_*   sizes of the other parts: see
 #                     bench/parts.sh (defaults: the sizes the targets were set for)
 # A quick smoke run of the contenders: PARTS=contenders ROUNDS=1 DURATION=2 bash bench/run.sh
@@ -67,7 +70,10 @@ NACCOUNTS=${NACCOUNTS:-10000}
 WARMUP=${WARMUP:-3}
 SEED=${SEED:-20241129}
 JOBS=${JOBS:-1}                 # pgbench threads
-PARTS=${PARTS-"contenders relay retention scale reclaim scrape"}
+PARTS=${PARTS-"contenders cpubound relay retention scale reclaim scrape"}
+CPUBOUND_CLIENTS=${CPUBOUND_CLIENTS-"1 2"}
+CPUBOUND_ROUNDS=${CPUBOUND_ROUNDS:-$ROUNDS}
+CPUBOUND_CONTENDERS=${CPUBOUND_CONTENDERS-"hand hand_min eo eo_noresult eo_noresult_field"}
 BENCH_DB=bench
 TODO_NOTES=()
 
@@ -79,7 +85,7 @@ EO_KEY_TABLES=${EO_KEY_TABLES:-'eo\_keys%'}
 declare -A KEY_TABLE=(
     [floor]=- [hand]=processed [hand_min]=processed_min [hand_outbox]=processed
     [hand_pgq]=processed [one_write]=processed [eo]=$EO_KEY_TABLES [eo_nocount]=$EO_KEY_TABLES [eo_scoped]=$EO_KEY_TABLES
-    [eo_noresult]=$EO_KEY_TABLES [eo_emit]=$EO_KEY_TABLES [eo_emit_notify]=$EO_KEY_TABLES
+    [eo_noresult]=$EO_KEY_TABLES [eo_noresult_field]=$EO_KEY_TABLES [eo_emit]=$EO_KEY_TABLES [eo_emit_notify]=$EO_KEY_TABLES
     [eo_lease]=$EO_KEY_TABLES
     [hand_lease]=processed_lease
 )
@@ -198,9 +204,11 @@ wait_for_backends() {
     echo "warning: pgbench backends still there after 10 s" >&2
 }
 
+# RUN_CSV and RUN_TAG (environment) send a part's runs to a CSV of their own.
 run_one() {
     local round=$1 pos=$2 contender=$3 clients=$4 dup=$5
-    local kt=${KEY_TABLE[$contender]} tag="r${round}_${contender}_c${clients}_d${dup}"
+    local kt=${KEY_TABLE[$contender]} tag="${RUN_TAG:-}r${round}_${contender}_c${clients}_d${dup}"
+    local csv=${RUN_CSV:-$RESULTS/runs.csv}
     local out="$RESULTS/pgbench/$tag.txt" prefix="$EO_TMP/logs/$tag" rc=0 status=ok
     local lsn0 stats key_rows=""
 
@@ -230,7 +238,7 @@ run_one() {
     read -r wal fpi kdead adead ndead changes kseq <<<"$stats"
     [ "$kt" != - ] || kdead="" kseq=""
     printf '  %-12s c=%-2s dup=%-3s ' "$contender" "$clients" "$dup"
-    python3 "$BENCH_DIR/analyze.py" row "$RESULTS/runs.csv" "$prefix" "$out" \
+    python3 "$BENCH_DIR/analyze.py" row "$csv" "$prefix" "$out" \
         round="$round" pos="$pos" contender="$contender" clients="$clients" \
         dup_pct="$dup" duration_s="$DURATION" status="$status" wal_bytes="$wal" \
         wal_fpi="$fpi" key_table="$kt" key_rows="$key_rows" changes="$changes" \
@@ -286,6 +294,39 @@ run_rounds() {
             pos=$((pos + 1))
         done
     done
+}
+
+# ---------------------------------------------------------------------------
+# Where the CPU decides: the claim contenders again, with synchronous_commit
+# = off for bench_app (no commit waits for the disk), at CPUBOUND_CLIENTS,
+# CPUBOUND_ROUNDS alternating rounds, into cpubound.csv.  The durable runs
+# above measure the WAL flush; these the CPU per delivery.
+
+part_cpubound() {
+    local jobs=() c x r i n order pos
+    for c in $CPUBOUND_CLIENTS; do
+        for x in $CPUBOUND_CONTENDERS; do
+            contender_available "$x" && jobs+=("$x $c $DUP_PCT")
+        done
+    done
+    n=${#jobs[@]}
+    bq -c "ALTER ROLE bench_app SET synchronous_commit = off" >/dev/null
+    log "cpubound: ${CPUBOUND_ROUNDS} rounds x ${n} runs x ${DURATION} s, synchronous_commit = off"
+    for r in $(seq 1 "$CPUBOUND_ROUNDS"); do
+        if [ $((r % 2)) = 1 ]; then order=$(seq 0 $((n - 1))); else order=$(seq $((n - 1)) -1 0); fi
+        pos=0
+        for i in $order; do
+            # shellcheck disable=SC2086  # "contender clients dup"
+            RUN_CSV="$RESULTS/cpubound.csv" RUN_TAG=cpubound_ run_one "$r" "$pos" ${jobs[$i]}
+            pos=$((pos + 1))
+        done
+    done
+}
+
+bench_cpubound() {
+    want_part cpubound || { TODO_NOTES+=("CPU-bound claims (synchronous_commit = off): not run (PARTS)"); return 0; }
+    part_run cpubound part_cpubound
+    bq -c "ALTER ROLE bench_app RESET synchronous_commit" >/dev/null 2>&1 || true
 }
 
 # ---------------------------------------------------------------------------
@@ -356,6 +397,8 @@ eo_version=$EO_VERSION
 note=${BENCH_NOTE:-}
 todo=$todo
 parts=$PARTS
+cpubound_clients=$CPUBOUND_CLIENTS
+cpubound_rounds=$CPUBOUND_ROUNDS
 parts_failed=$(cut -d: -f1 "$RESULTS/parts_failed.txt" 2>/dev/null | paste -sd' ')
 parts_time=$(paste -sd' ' "$RESULTS/parts_time.txt" 2>/dev/null)
 total_s=$SECONDS
@@ -408,6 +451,7 @@ main() {
         TODO_NOTES+=("contenders: not run (PARTS)")
     fi
     PG_VERSION=$(bq -c 'SELECT version()' | sed 's/ on .*//')
+    bench_cpubound
     bench_relay
     bench_retention
     bench_scale
