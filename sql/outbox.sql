@@ -264,6 +264,20 @@ FROM (VALUES ('o1'), ('o2')) v(a);
 SELECT eo_relay_ack_pages('orders', 'pages', array_agg(DISTINCT lease_token)) AS acked
 FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
 SELECT eo_relay_wait('orders', '200 ms', 'pages', '0') AS fetch_again;
+-- What eo_relay_wait knows of the last fetch is of that fetch's group: a
+-- fetch of another group in between, which got everything, does not make
+-- it sleep while this group has events left (true at once, not false
+-- after the timeout).
+SELECT eo_group_create('orders', 'pages_too');
+SELECT eo_relay_ack_pages('orders', 'pages_too', array_agg(DISTINCT lease_token)) > 0 AS acked
+FROM eo_relay_fetch('orders', 'pages_too', 100000, '1 minute', 4, false);
+SELECT count(eo_emit('orders', 'order', 'x' || i, 'Waited', '{}')) AS emitted
+FROM generate_series(1, 2) i;
+SELECT count(*) AS one_of_two FROM eo_relay_fetch('orders', 'pages', 1, '1 minute', 4, false);
+SELECT eo_relay_ack_pages('orders', 'pages_too', array_agg(DISTINCT lease_token)) AS acked_two
+FROM eo_relay_fetch('orders', 'pages_too', 1000, '1 minute', 4, false);
+SELECT eo_relay_wait('orders', '1 s', 'pages', '0') AS fetch_again;
+SELECT eo_group_drop('orders', 'pages_too');
 SELECT eo_group_drop('orders', 'pages');
 DROP TABLE pages;
 

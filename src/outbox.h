@@ -59,7 +59,8 @@ typedef struct EoOutbox
 	SPIPlanPtr	probe_plan;		/* which of a fetch's slots have new events */
 	SPIPlanPtr	pages_plan;		/* a page of each of several slots */
 	bool		bell_known;		/* bell_seen is set (outbox_relay_fetch.c) */
-	uint64		bell_seen;		/* doorbell before this backend's last fetch */
+	int32		bell_group;		/* the group of this backend's last fetch */
+	uint64		bell_seen;		/* doorbell before that fetch */
 	bool		bell_blocked;	/* ... which passed over slots it could not lock */
 } EoOutbox;
 

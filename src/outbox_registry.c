@@ -411,6 +411,7 @@ reload_entry(EoOutbox *ob, LOCKMODE lockmode)
 	char	   *qualname;
 
 	ob->bell_known = false;		/* the outbox may be another one now */
+	ob->bell_group = 0;
 	ob->bell_blocked = false;
 	if (!eo_ob_read_registry(ob->name, &row))
 		return false;

@@ -962,6 +962,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	 */
 	ob->bell_seen = eo_doorbell_read(ob->relid);
 	ob->bell_known = false;
+	ob->bell_group = call.group_id;
 	ob->bell_blocked = false;
 
 	relay_init_receiver(&r, rsinfo->setResult, rsinfo->setDesc, max_events);
@@ -1062,7 +1063,8 @@ fetch_again(const EoOutbox *ob, int64 timeout_ms)
  * acknowledging a page, without an empty fetch first.  (If that fetch
  * passed over slots another transaction had locked, it first backs off
  * BLOCKED_BACKOFF_MS.)
- * With a group, the sleep also ends (true) when one of its leases can be
+ * With a group, it also returns true at once if this session's last fetch
+ * was of another group of the outbox.  The sleep also ends (true) when one of its leases can be
  * taken over, and after the bell rang it lingers `linger` more, within
  * the timeout, so that the next page holds more than one commit's events
  * (not when the last fetch left events: they are there already).
@@ -1083,16 +1085,24 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 	{
 		char	   *grp = eo_check_group_name(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
 		EoRelayCall call;
+		bool		same_group;
 
 		linger = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(3), PG_ARGISNULL(3), "linger",
 													 0, USECS_PER_MINUTE)) / 1000;
 		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
 		ob = call.ob;
+		same_group = ob->bell_group == call.group_id;
 		/* the bell rang already: it lingers below, no lease to wait for */
-		if (ob->bell_known && eo_doorbell_read(ob->relid) == ob->bell_seen)
+		if (same_group && ob->bell_known && eo_doorbell_read(ob->relid) == ob->bell_seen)
 			takeover = next_takeover_ms(&call, start);
 		eo_relay_end(&call);
-		if (takeover == 0)
+
+		/*
+		 * What the last fetch left is known of its group only: after a
+		 * fetch of another group of the outbox, this one may have events
+		 * waiting that committed before it.
+		 */
+		if (!same_group || takeover == 0)
 			PG_RETURN_BOOL(true);
 		if (!ob->bell_known)
 			return fetch_again(ob, ms);
