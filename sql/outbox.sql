@@ -273,10 +273,36 @@ SELECT eo_relay_ack_pages('orders', 'pages_too', array_agg(DISTINCT lease_token)
 FROM eo_relay_fetch('orders', 'pages_too', 100000, '1 minute', 4, false);
 SELECT count(eo_emit('orders', 'order', 'x' || i, 'Waited', '{}')) AS emitted
 FROM generate_series(1, 2) i;
-SELECT count(*) AS one_of_two FROM eo_relay_fetch('orders', 'pages', 1, '1 minute', 4, false);
+SELECT lease_token AS x1 FROM eo_relay_fetch('orders', 'pages', 1, '1 minute', 4, false) \gset
 SELECT eo_relay_ack_pages('orders', 'pages_too', array_agg(DISTINCT lease_token)) AS acked_two
 FROM eo_relay_fetch('orders', 'pages_too', 1000, '1 minute', 4, false);
 SELECT eo_relay_wait('orders', '1 s', 'pages', '0') AS fetch_again;
+-- ... and each group's own last fetch counts: with both groups caught up
+-- (and fetched last by pages_too), a wait for either sleeps to its
+-- timeout (false), not "fetch now" over and over.
+SELECT eo_relay_ack('orders', 'pages', :x1) AS acked_x1;
+SELECT eo_relay_ack_pages('orders', 'pages', array_agg(DISTINCT lease_token)) AS acked_x2
+FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
+SELECT count(*) AS none FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
+SELECT count(*) AS none_too FROM eo_relay_fetch('orders', 'pages_too', 1000, '1 minute', 4, false);
+SELECT eo_relay_wait('orders', '200 ms', 'pages', '0') AS fetch_again;
+SELECT eo_relay_wait('orders', '200 ms', 'pages_too', '0') AS fetch_again;
+-- A fetch rolled back leaves its pages free again: the wait after it
+-- answers "fetch now" (true), not asleep past them; so after a savepoint
+-- rolled back around one.
+SELECT count(eo_emit('orders', 'order', 'y1', 'Waited', '{}')) AS emitted;
+BEGIN;
+SELECT count(*) AS got FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
+ROLLBACK;
+SELECT eo_relay_wait('orders', '200 ms', 'pages', '0') AS fetch_again;
+BEGIN;
+SAVEPOINT s;
+SELECT count(*) AS got FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
+ROLLBACK TO SAVEPOINT s;
+SELECT eo_relay_wait('orders', '200 ms', 'pages', '0') AS fetch_again;
+COMMIT;
+SELECT eo_relay_ack_pages('orders', 'pages', array_agg(DISTINCT lease_token)) AS acked_y1
+FROM eo_relay_fetch('orders', 'pages', 1000, '1 minute', 4, false);
 SELECT eo_group_drop('orders', 'pages_too');
 SELECT eo_group_drop('orders', 'pages');
 DROP TABLE pages;

@@ -37,6 +37,23 @@
 #define EO_ERRCODE_RELAY_NOT_HELD	ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE	/* 55000 */
 
 /* One outbox, as cached by this backend. */
+/*
+ * What this backend's last fetch of one consumer group saw
+ * (outbox_relay_fetch.c): eo_relay_wait sleeps on it.  A few groups per
+ * outbox, so that a session serving several groups of it waits on each
+ * one's own; a group not among them gets "fetch now".
+ */
+#define EO_BELLS 4
+
+typedef struct EoBell
+{
+	int32		group_id;		/* 0: unused (group ids start at 1) */
+	bool		known;			/* that fetch handed out all it could */
+	bool		blocked;		/* ... it passed over slots it could not lock */
+	uint64		seen;			/* the doorbell before that fetch */
+	uint64		order;			/* when, in bell_clock ticks (0: unused) */
+} EoBell;
+
 typedef struct EoOutbox
 {
 	char		name[NAMEDATALEN];	/* hash key */
@@ -58,10 +75,9 @@ typedef struct EoOutbox
 	SPIPlanPtr	old_plan;		/* one page of an earlier cluster's events */
 	SPIPlanPtr	probe_plan;		/* which of a fetch's slots have new events */
 	SPIPlanPtr	pages_plan;		/* a page of each of several slots */
-	bool		bell_known;		/* bell_seen is set (outbox_relay_fetch.c) */
-	int32		bell_group;		/* the group of this backend's last fetch */
-	uint64		bell_seen;		/* doorbell before that fetch */
-	bool		bell_blocked;	/* ... which passed over slots it could not lock */
+	EoBell		bells[EO_BELLS];	/* this backend's last fetches, by group */
+	int			bell_last;		/* ... the index of the latest */
+	uint64		bell_clock;		/* fetches counted, for EoBell.order */
 } EoOutbox;
 
 /*
@@ -116,6 +132,7 @@ typedef struct EoRegistryRow
 
 extern bool eo_ob_read_registry(const char *name, EoRegistryRow *row);
 extern void eo_ob_registry_changed(void);
+extern void eo_ob_forget_fetches(void);
 extern void eo_ob_verify(const EoOutbox *ob);
 extern void eo_ob_verify_columns(const EoOutbox *ob);
 extern void eo_ob_check_member(Oid owner, const char *action, const char *object);

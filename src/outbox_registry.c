@@ -179,6 +179,25 @@ invalidate_entries(Oid relid)
 	}
 }
 
+/*
+ * Forget what this backend's fetches knew about the doorbells
+ * (outbox_relay_fetch.c): one was rolled back, and its pages are free
+ * again.
+ */
+void
+eo_ob_forget_fetches(void)
+{
+	HASH_SEQ_STATUS status;
+	EoOutbox   *ob;
+
+	if (outboxes == NULL)
+		return;
+	hash_seq_init(&status, outboxes);
+	while ((ob = (EoOutbox *) hash_seq_search(&status)) != NULL)
+		for (int i = 0; i < EO_BELLS; i++)
+			ob->bells[i].known = false;
+}
+
 static void
 ob_invalidate(Datum arg, Oid relid)
 {
@@ -410,9 +429,10 @@ reload_entry(EoOutbox *ob, LOCKMODE lockmode)
 	MemoryContext old;
 	char	   *qualname;
 
-	ob->bell_known = false;		/* the outbox may be another one now */
-	ob->bell_group = 0;
-	ob->bell_blocked = false;
+	/* the outbox may be another one now */
+	memset(ob->bells, 0, sizeof(ob->bells));
+	ob->bell_last = 0;
+	ob->bell_clock = 0;
 	if (!eo_ob_read_registry(ob->name, &row))
 		return false;
 

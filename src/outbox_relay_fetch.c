@@ -71,7 +71,7 @@ lock_slots(EoRelayCall *call, const Slot *c, int n, Slot *s)
 	for (int i = 0; i < nlocked; i++)
 		eo_cluster_check_slot(s[i].sysid, call->ob->name);
 	if (nlocked < n)
-		call->ob->bell_blocked = true;	/* eo_relay_wait backs off */
+		call->ob->bells[call->ob->bell_last].blocked = true;	/* eo_relay_wait backs off */
 	return nlocked;
 }
 
@@ -920,6 +920,73 @@ free_to_fetch_together(const Slot *c, int n, TimestampTz now, int32 want, Slot *
 }
 
 /*
+ * A fetch rolled back (its transaction, or a savepoint around it) leaves
+ * its pages free again: what it knew of the doorbell counts no more, so
+ * that eo_relay_wait answers "fetch now" rather than sleep past them.
+ */
+static void
+bell_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		eo_ob_forget_fetches();
+}
+
+static void
+bell_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		eo_ob_forget_fetches();
+}
+
+static void
+bell_watch_rollbacks(void)
+{
+	static bool registered = false;
+
+	if (registered)
+		return;
+	RegisterXactCallback(bell_xact_callback, NULL);
+	RegisterSubXactCallback(bell_subxact_callback, NULL);
+	registered = true;
+}
+
+/* The bell state of this backend's last fetch of group_id, or NULL. */
+static EoBell *
+bell_find(EoOutbox *ob, int32 group_id)
+{
+	for (int i = 0; i < EO_BELLS; i++)
+		if (ob->bells[i].group_id == group_id && group_id != 0)
+			return &ob->bells[i];
+	return NULL;
+}
+
+/*
+ * The bell state a fetch of group_id starts afresh: the group's own, else
+ * an unused one, else the one fetched longest ago (its group then gets
+ * "fetch now" from eo_relay_wait, never a sleep on another's state).
+ */
+static EoBell *
+bell_of_fetch(EoOutbox *ob, int32 group_id)
+{
+	EoBell	   *b = bell_find(ob, group_id);
+
+	if (b == NULL)
+	{
+		b = &ob->bells[0];		/* unused ones have order 0 */
+		for (int i = 1; i < EO_BELLS; i++)
+			if (ob->bells[i].order < b->order)
+				b = &ob->bells[i];
+	}
+	b->group_id = group_id;
+	b->known = false;
+	b->blocked = false;
+	b->order = ++ob->bell_clock;
+	ob->bell_last = (int) (b - ob->bells);
+	return b;
+}
+
+/*
  * eo_relay_fetch(outbox, consumer_group, max_events, lease [, slots,
  * release_on_disconnect]) returns the next pages of events of up to
  * `slots` (default 1) free slots of the group, at most max_events in all,
@@ -949,6 +1016,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	bool		drained;
 	Slot	   *c;
 	bool	   *work;
+	EoBell	   *bell;
 
 	InitMaterializedSRF(fcinfo, 0);
 
@@ -960,10 +1028,9 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 	 * that eo_relay_wait may sleep) only once this fetch has handed out
 	 * everything that committed before it was read, at the end.
 	 */
-	ob->bell_seen = eo_doorbell_read(ob->relid);
-	ob->bell_known = false;
-	ob->bell_group = call.group_id;
-	ob->bell_blocked = false;
+	bell_watch_rollbacks();
+	bell = bell_of_fetch(ob, call.group_id);
+	bell->seen = eo_doorbell_read(ob->relid);
 
 	relay_init_receiver(&r, rsinfo->setResult, rsinfo->setDesc, max_events);
 	r.token_seq = eo_ob_token_seq();
@@ -986,7 +1053,7 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 		probe_slots(&call, c, ncandidates, fetch.now, work);
 		drained = fetch_one_by_one(&call, c, work, ncandidates, &r, &fetch);
 	}
-	ob->bell_known = drained;
+	bell->known = drained;
 	rsinfo->setResult = r.store;	/* fetch_together may have dropped rows */
 	eo_relay_end(&call);
 	return (Datum) 0;
@@ -1044,9 +1111,9 @@ linger_ms(int64 ms)
 
 /* eo_relay_wait's "fetch now" (true), after a back-off if the last fetch was held up. */
 static Datum
-fetch_again(const EoOutbox *ob, int64 timeout_ms)
+fetch_again(const EoBell *bell, int64 timeout_ms)
 {
-	if (ob->bell_blocked)
+	if (bell->blocked)
 		linger_ms(Min(timeout_ms, BLOCKED_BACKOFF_MS));
 	return BoolGetDatum(true);
 }
@@ -1055,16 +1122,17 @@ fetch_again(const EoOutbox *ob, int64 timeout_ms)
  * eo_relay_wait(outbox, timeout [, consumer_group, linger]): after a
  * fetch, sleep until a transaction that wrote events into the outbox
  * commits (true) or the timeout ends (false).  Without the preload it
- * sleeps the whole timeout.  It returns true at once if this session
- * never fetched from the outbox, if its last fetch may have left events
- * that committed before it (a page cut short by max_events or slots, or
- * the rest of an earlier batch: see eo_relay_fetch), or if the bell rang
- * since that fetch began: fetch now.  So a relay may wait right after
- * acknowledging a page, without an empty fetch first.  (If that fetch
- * passed over slots another transaction had locked, it first backs off
- * BLOCKED_BACKOFF_MS.)
- * With a group, it also returns true at once if this session's last fetch
- * was of another group of the outbox.  The sleep also ends (true) when one of its leases can be
+ * sleeps the whole timeout.  "Its last fetch" is this session's last
+ * fetch of the group, or without a group its last fetch from the outbox.
+ * It returns true at once if there is none (never fetched, fetched only
+ * before EO_BELLS other groups of the outbox, or rolled back), if it may
+ * have left events that committed before it (a page cut short by
+ * max_events or slots, or the rest of an earlier batch: see
+ * eo_relay_fetch), or if the bell rang since it began: fetch now.  So a
+ * relay may wait right after acknowledging a page, without an empty fetch
+ * first.  (If that fetch passed over slots another transaction had
+ * locked, it first backs off BLOCKED_BACKOFF_MS.)
+ * With a group, the sleep also ends (true) when one of its leases can be
  * taken over, and after the bell rang it lingers `linger` more, within
  * the timeout, so that the next page holds more than one commit's events
  * (not when the last fetch left events: they are there already).
@@ -1078,6 +1146,8 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 	int64		takeover = -1;
 	TimestampTz start = GetCurrentTimestamp();
 	bool		rang;
+	int32		group_id = 0;
+	EoBell	   *bell;
 
 	ms = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "timeout",
 											 0, USECS_PER_HOUR)) / 1000;
@@ -1085,32 +1155,32 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 	{
 		char	   *grp = eo_check_group_name(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
 		EoRelayCall call;
-		bool		same_group;
 
 		linger = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(3), PG_ARGISNULL(3), "linger",
 													 0, USECS_PER_MINUTE)) / 1000;
 		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
-		ob = call.ob;
-		same_group = ob->bell_group == call.group_id;
+		group_id = call.group_id;
+		bell = bell_find(call.ob, group_id);
 		/* the bell rang already: it lingers below, no lease to wait for */
-		if (same_group && ob->bell_known && eo_doorbell_read(ob->relid) == ob->bell_seen)
+		if (bell != NULL && bell->known && eo_doorbell_read(call.ob->relid) == bell->seen)
 			takeover = next_takeover_ms(&call, start);
 		eo_relay_end(&call);
-
-		/*
-		 * What the last fetch left is known of its group only: after a
-		 * fetch of another group of the outbox, this one may have events
-		 * waiting that committed before it.
-		 */
-		if (!same_group || takeover == 0)
+		if (takeover == 0)
 			PG_RETURN_BOOL(true);
-		if (!ob->bell_known)
-			return fetch_again(ob, ms);
 	}
 	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
-	if (!ob->bell_known)
-		return fetch_again(ob, ms);
-	rang = eo_doorbell_wait(ob->relid, ob->bell_seen,
+
+	/*
+	 * With a group, what this session's last fetch of that group left;
+	 * without, what its last fetch of the outbox left.  None known (no
+	 * such fetch, or one of another group since): fetch now.
+	 */
+	bell = group_id != 0 ? bell_find(ob, group_id) : bell_find(ob, ob->bells[ob->bell_last].group_id);
+	if (bell == NULL)
+		PG_RETURN_BOOL(true);
+	if (!bell->known)
+		return fetch_again(bell, ms);
+	rang = eo_doorbell_wait(ob->relid, bell->seen,
 							takeover > 0 ? Min(ms, takeover) : ms);
 	if (!rang)
 		PG_RETURN_BOOL(takeover > 0 && takeover <= ms);
