@@ -237,11 +237,13 @@ CPUBOUND_TARGETS = [
 
 
 def section_cpubound(outdir, meta, T):
-    rows = [r for r in load(os.path.join(outdir, "cpubound.csv")) if r["status"] == "ok"]
+    every = load(os.path.join(outdir, "cpubound.csv"))
+    rows = [r for r in every if r["status"] == "ok"]
     L = ["\n## Where the CPU decides\n"]
     L.append(f"The claim contenders again with `synchronous_commit = off` for the benchmark role "
              f"(no commit waits for the disk), {meta.get('cpubound_rounds')} alternating rounds of "
-             f"{meta.get('duration')} s at {meta.get('cpubound_clients')} clients, the same "
+             f"{meta.get('duration')} s at {', '.join(meta.get('cpubound_clients', '').split())} "
+             f"clients, the same "
              f"delivery stream ({meta.get('dup_pct')}% duplicates), the same reset before each run. "
              f"Median over rounds; the ratios are taken within a round. `bench/cpu.sh` counts the "
              f"same transactions in instructions.\n")
@@ -256,8 +258,17 @@ def section_cpubound(outdir, meta, T):
             m = {k: median([fl(r, k) for r in rs]) for k in ("tps", "lat_p50_ms", "lat_p99_ms", "wal_bytes_per_msg")}
             L.append(f"| {c} | {n} | {fnum(m['tps'])} | {fnum(m['lat_p50_ms'], 3)} | "
                      f"{fnum(m['lat_p99_ms'], 3)} | {fnum(m['wal_bytes_per_msg'], 0)} | {len(rs)} |")
+        L.append("\nContenders:\n")
+        for c in ORDER:
+            if any(k[0] == c for k in groups):
+                L.append(f"- `{c}`: {DESCRIPTIONS[c]}")
+    for r in every:
+        if r["status"] != "ok":
+            L.append(f"\n**Run failed:** round {r['round']} {r['contender']} c={r['clients']}: {r['status']}")
+    wanted = sorted({int(c) for c in meta.get("cpubound_clients", "").split()} |
+                    {int(r["clients"]) for r in rows})
     for label, num, den, goal in CPUBOUND_TARGETS:
-        for n in sorted({int(r["clients"]) for r in rows}) or [None]:
+        for n in wanted or [None]:
             sel = [r for r in rows if n is not None and int(r["clients"]) == n]
             rs = per_round_ratios(sel, "contender", num, den, lambda r: fl(r, "tps"))
             m = statistics.median(rs) if rs else float("nan")

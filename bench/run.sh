@@ -16,9 +16,10 @@
 # user postgres (temp dir, Unix socket only, synchronous_commit = on, fsync
 # on, shared_preload_libraries = 'eo'), runs the contenders, stops the
 # server and removes the scratch dir.
-# The default run (3 rounds x 28 runs x 8 s) takes about 12 minutes on 2 cores,
-# and the other parts (relay, retention, scale, reclaim; see bench/parts.sh)
-# add to that; bench/README.md gives the time each part took.
+# The default run (3 rounds x 32 runs x 8 s) takes about 13 minutes on 2 cores,
+# and the other parts (cpubound below; relay, retention, scale, reclaim,
+# scrape in bench/parts.sh) about 9 more; bench/README.md gives the time
+# each part took.
 #
 # Output: bench/results/<timestamp>/ with runs.csv (one line per pgbench run),
 # pgbench/ (each run's pgbench output),
