@@ -36,7 +36,6 @@
 #define EO_ERRCODE_RELAY_STALE		ERRCODE_OBJECT_IN_USE	/* 55006 */
 #define EO_ERRCODE_RELAY_NOT_HELD	ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE	/* 55000 */
 
-/* One outbox, as cached by this backend. */
 /*
  * What this backend's last fetch of one consumer group saw
  * (outbox_relay_fetch.c): eo_relay_wait sleeps on it.  A few groups per
@@ -54,6 +53,7 @@ typedef struct EoBell
 	uint64		order;			/* when, in bell_clock ticks (0: unused) */
 } EoBell;
 
+/* One outbox, as cached by this backend. */
 typedef struct EoOutbox
 {
 	char		name[NAMEDATALEN];	/* hash key */

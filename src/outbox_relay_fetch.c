@@ -1172,10 +1172,10 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 
 	/*
 	 * With a group, what this session's last fetch of that group left;
-	 * without, what its last fetch of the outbox left.  None known (no
-	 * such fetch, or one of another group since): fetch now.
+	 * without, what its last fetch of the outbox left.  None (no such
+	 * fetch, or only before EO_BELLS other groups'): fetch now.
 	 */
-	bell = group_id != 0 ? bell_find(ob, group_id) : bell_find(ob, ob->bells[ob->bell_last].group_id);
+	bell = bell_find(ob, group_id != 0 ? group_id : ob->bells[ob->bell_last].group_id);
 	if (bell == NULL)
 		PG_RETURN_BOOL(true);
 	if (!bell->known)
