@@ -50,7 +50,7 @@ REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recreated tombstone-retire claim-deferred claim-isolation-levels \
 	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
-	outbox-late-commit outbox-relay-own-xact outbox-relay-moved outbox-relay-group-reused outbox-relay-blocked outbox-two-relays outbox-ack-expiry outbox-notify \
+	outbox-late-commit outbox-relay-own-xact outbox-relay-moved outbox-relay-group-reused outbox-relay-blocked outbox-relay-new-partition outbox-two-relays outbox-ack-expiry outbox-notify \
 	outbox-retention-race outbox-drop-during-maintain partition-boundary partition-drop status-prepared \
 	status-snapshot redrive-race
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=eo

@@ -170,6 +170,7 @@ extern List *eo_ob_make_partitions(EoOutbox *ob);
 typedef bool (*EoDelivered) (EoOutbox *ob, const EoPartition *part);
 extern int	eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg);
 extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
+extern TimestampTz eo_ob_created_limit(EoOutbox *ob);
 
 /* outbox_relay.c: whether every consumer group has acknowledged every event of
  * a partition */

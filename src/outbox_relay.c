@@ -110,6 +110,7 @@
 #include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/fmgroids.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
@@ -655,6 +656,7 @@ count_page_upto(EoRelayCall *call, const Slot *s, int64 upto, int64 *last)
 {
 	PageReceiver r;
 
+	AcceptInvalidationMessages();	/* every partition: see take_cut */
 	relay_init_receiver(&r, NULL, NULL, s->page_count);
 	if (s->page_old)
 		(void) relay_run_old_page(call, s, Min(upto, s->page_end), &r);

@@ -21,6 +21,7 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/snapmgr.h"
@@ -221,6 +222,19 @@ take_cut(EoOutbox *ob, Cut *cut)
 	cut->hi = isnull ? 0 : DatumGetInt64(hi);
 	/* Read after hi: every txid from here on draws seqs above hi. */
 	cut->next_xid = ReadNextFullTransactionId();
+
+	/*
+	 * The outbox's partitions as of now, after S: the statements that read
+	 * the pages must know every partition that holds an event S sees.  A
+	 * backend takes in invalidations when it locks a relation it does not
+	 * hold yet, but this transaction may hold the outbox table already
+	 * (an earlier fetch) while a partition was attached and written into
+	 * since; with the old list (and plans) the fetch would hand out the
+	 * other events of the slot and move it past those.  A partition eo
+	 * attaches is made in the same transaction, so it holds nothing until
+	 * that transaction has sent its invalidations.
+	 */
+	AcceptInvalidationMessages();
 }
 
 /* lo(S): see the comment at the top of this file. */
@@ -587,13 +601,15 @@ pages_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
  * order, at most $6; the first slot's rows first, each after its slot's
  * ordinal.  One executor start for all the slots of a fetch, and a rescan
  * per slot; prepared as the owner, run as the caller, like the page
- * statement.
+ * statement.  created_at <= $7 (eo_ob_created_limit, taken after every
+ * ss[i]) changes no answer and prunes the empty partitions made ahead
+ * before the executor starts.
  */
 static void
 prepare_pages_plan(EoOutbox *ob)
 {
-	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
-	PG_SNAPSHOTARRAYOID, INT8OID};
+	Oid			types[7] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
+	PG_SNAPSHOTARRAYOID, INT8OID, TIMESTAMPTZOID};
 	char	   *slot;
 
 	if (ob->pages_plan != NULL)
@@ -608,9 +624,10 @@ prepare_pages_plan(EoOutbox *ob)
 											"  AND e.seq OPERATOR(pg_catalog.>) p.lo AND e.seq OPERATOR(pg_catalog.<=) p.hi"
 											"  AND NOT pg_catalog.pg_visible_in_snapshot(e.txid, p.ps)"
 											"  AND pg_catalog.pg_visible_in_snapshot(e.txid, p.ss)"
+											"  AND e.created_at OPERATOR(pg_catalog.<=) $7"
 											"  ORDER BY e.seq LIMIT $6) x",
 											slot, ob->view_name, slot),
-									 6, types);
+									 7, types);
 }
 
 static Datum
@@ -629,10 +646,10 @@ static void
 run_pages(EoRelayCall *call, const Slot *s, int n, const int64 *lo, const int64 *hi,
 		  const Datum *ps, const Datum *ss, PagesReceiver *m)
 {
-	Oid			types[6] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
-	PG_SNAPSHOTARRAYOID, INT8OID};
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
+	Oid			types[7] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, PG_SNAPSHOTARRAYOID,
+	PG_SNAPSHOTARRAYOID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[7];
+	bool		nulls[7] = {false, false, false, false, false, false, false};
 	Datum	   *slots = palloc(sizeof(Datum) * n);
 
 	for (int i = 0; i < n; i++)
@@ -645,6 +662,7 @@ run_pages(EoRelayCall *call, const Slot *s, int n, const int64 *lo, const int64 
 	values[4] = PointerGetDatum(construct_array((Datum *) ss, n, PG_SNAPSHOTOID, -1, false,
 												TYPALIGN_DOUBLE));
 	values[5] = Int64GetDatum((int64) m->page.max + 1);
+	values[6] = TimestampTzGetDatum(eo_ob_created_limit(call->ob));
 	m->pages = palloc0(sizeof(SlotPage) * n);
 	m->n = n;
 	m->stopped_at = n + 1;
@@ -653,7 +671,7 @@ run_pages(EoRelayCall *call, const Slot *s, int n, const int64 *lo, const int64 
 	m->page.pub.receiveSlot = pages_receive;
 	m->page.pub.rStartup = pages_startup;
 	prepare_pages_plan(call->ob);
-	(void) relay_run_statement(call, call->ob->pages_plan, 6, types, values, nulls, &m->page);
+	(void) relay_run_statement(call, call->ob->pages_plan, 7, types, values, nulls, &m->page);
 }
 
 /*
