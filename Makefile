@@ -29,6 +29,7 @@ OBJS = \
 	src/outbox_registry.o \
 	src/outbox_emit.o \
 	src/outbox_partitions.o \
+	src/outbox_relay_partitions.o \
 	src/outbox_slots.o \
 	src/outbox_relay.o \
 	src/outbox_relay_fetch.o \

@@ -170,6 +170,12 @@ extern List *eo_ob_make_partitions(EoOutbox *ob);
 typedef bool (*EoDelivered) (EoOutbox *ob, const EoPartition *part);
 extern int	eo_ob_maintain_all(EoDelivered delivered, EoMaintainReport report, void *arg);
 extern bool eo_ob_retention_cutoff(EoOutbox *ob, TimestampTz *cutoff);
+
+/*
+ * outbox_relay_partitions.c: a fetch's view of the partitions, current as
+ * of its snapshot, and the created_at bound of the events it can see.
+ */
+extern void eo_ob_await_partition_list(EoOutbox *ob);
 extern TimestampTz eo_ob_created_limit(EoOutbox *ob);
 
 /* outbox_relay.c: whether every consumer group has acknowledged every event of

@@ -24,23 +24,17 @@
  */
 #include "postgres.h"
 
-#include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "partitioning/partbounds.h"
-#include "partitioning/partdesc.h"
-#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -115,76 +109,6 @@ eo_ob_partitions(EoOutbox *ob)
 		eo_check_own_relation(((EoPartition *) lfirst(lc))->relid, RELKIND_RELATION, true,
 							  psprintf("partition of outbox \"%s\"", ob->name));
 	return parts;
-}
-
-/* 1 if table relid has blocks, 0 if none, -1 if it is not a plain table. */
-static int
-has_blocks(Oid relid)
-{
-	Relation	rel = relation_open(relid, AccessShareLock);
-	int			blocks = -1;
-
-	if (rel->rd_rel->relkind == RELKIND_RELATION)
-		blocks = RelationGetNumberOfBlocks(rel) > 0 ? 1 : 0;
-	relation_close(rel, NoLock);
-	return blocks;
-}
-
-/*
- * A created_at at or below which lie all the events of ob that a snapshot
- * taken before this call sees (DT_NOEND if no such bound is known): the
- * upper bound, less a microsecond, of the last partition in bound order
- * that has any blocks.  The relay's pages statement compares created_at
- * with it, so that the partitions made ahead, empty, are pruned before
- * the executor starts instead of costing an index scan each per slot.
- *
- * Why an empty partition holds nothing such a snapshot S sees: a
- * transaction S sees as finished extended the file of every partition it
- * wrote before it committed, so the size read here, after S, shows it.
- * Vacuum gives back only pages without tuples, and events are never
- * deleted.  The partitions looked at must be all those that exist at S:
- * invalidations are taken in first, since the outbox table may have been
- * locked (and its partition list read) earlier in this transaction.  A
- * partition eo attaches is a table made in the same transaction, which
- * no one can write into before that transaction has sent its
- * invalidations and ended.  With a DEFAULT partition, or a bound that is
- * not a finite time, there is no bound.
- */
-TimestampTz
-eo_ob_created_limit(EoOutbox *ob)
-{
-	TimestampTz limit = DT_NOBEGIN; /* no partition has blocks: S sees nothing */
-	Relation	rel;
-	PartitionDesc pd;
-	PartitionBoundInfo bi;
-
-	AcceptInvalidationMessages();
-	rel = relation_open(ob->relid, AccessShareLock);
-	pd = rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ? RelationGetPartitionDesc(rel, false) : NULL;
-	bi = pd != NULL ? pd->boundinfo : NULL;
-	if (bi == NULL || bi->strategy != PARTITION_STRATEGY_RANGE || bi->default_index >= 0)
-		limit = DT_NOEND;
-	else
-	{
-		for (int i = bi->ndatums - 1; i >= 0; i--)
-		{
-			int			k = bi->indexes[i];
-			int			blocks;
-			TimestampTz hi;
-
-			if (k < 0)
-				continue;		/* a gap below datum i: a lower bound */
-			blocks = pd->is_leaf[k] ? has_blocks(pd->oids[k]) : -1;
-			if (blocks == 0)
-				continue;
-			hi = DatumGetTimestampTz(bi->datums[i][0]);
-			limit = blocks > 0 && bi->kind[i][0] == PARTITION_RANGE_DATUM_VALUE &&
-				!TIMESTAMP_NOT_FINITE(hi) ? hi - 1 : DT_NOEND;
-			break;
-		}
-	}
-	relation_close(rel, NoLock);
-	return limit;
 }
 
 /* Make eo_internal.<part> and attach it to ob for [lo, hi). */

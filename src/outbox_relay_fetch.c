@@ -21,7 +21,6 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/snapmgr.h"
@@ -225,16 +224,10 @@ take_cut(EoOutbox *ob, Cut *cut)
 
 	/*
 	 * The outbox's partitions as of now, after S: the statements that read
-	 * the pages must know every partition that holds an event S sees.  A
-	 * backend takes in invalidations when it locks a relation it does not
-	 * hold yet, but this transaction may hold the outbox table already
-	 * (an earlier fetch) while a partition was attached and written into
-	 * since; with the old list (and plans) the fetch would hand out the
-	 * other events of the slot and move it past those.  A partition eo
-	 * attaches is made in the same transaction, so it holds nothing until
-	 * that transaction has sent its invalidations.
+	 * the pages must know every partition that holds an event S sees (see
+	 * outbox_relay_partitions.c).
 	 */
-	AcceptInvalidationMessages();
+	eo_ob_await_partition_list(ob);
 }
 
 /* lo(S): see the comment at the top of this file. */
@@ -601,9 +594,10 @@ pages_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
  * order, at most $6; the first slot's rows first, each after its slot's
  * ordinal.  One executor start for all the slots of a fetch, and a rescan
  * per slot; prepared as the owner, run as the caller, like the page
- * statement.  created_at <= $7 (eo_ob_created_limit, taken after every
- * ss[i]) changes no answer and prunes the empty partitions made ahead
- * before the executor starts.
+ * statement.  created_at <= $7 (eo_ob_created_limit, after the cut that
+ * made the partition list current, which is newer than every ss[i])
+ * changes no answer and prunes the empty partitions made ahead before
+ * the executor starts.
  */
 static void
 prepare_pages_plan(EoOutbox *ob)
