@@ -517,26 +517,33 @@ typedef struct TokenSet
 	int			n;
 } TokenSet;
 
-/* A slot locked is acknowledged if it still holds one of the tokens. */
+/* Is there a token, and is it one of t's? */
 static bool
-holds_token(const Slot *seen, const Slot *row, const void *arg)
+token_in_set(bool has_token, int64 token, const void *arg)
 {
 	const TokenSet *t = (const TokenSet *) arg;
 	int			lo = 0;
 	int			hi = t->n - 1;
 
-	while (row->has_token && lo <= hi)
+	while (has_token && lo <= hi)
 	{
 		int			mid = lo + (hi - lo) / 2;
 
-		if (t->tokens[mid] == row->lease_token)
+		if (t->tokens[mid] == token)
 			return true;
-		if (t->tokens[mid] < row->lease_token)
+		if (t->tokens[mid] < token)
 			lo = mid + 1;
 		else
 			hi = mid - 1;
 	}
 	return false;
+}
+
+/* A slot locked is acknowledged if it still holds one of the tokens. */
+static bool
+holds_token(const Slot *seen, const Slot *row, const void *arg)
+{
+	return token_in_set(row->has_token, row->lease_token, arg);
 }
 
 static int
@@ -558,7 +565,7 @@ static int
 lock_token_slots(EoRelayCall *call, const TokenSet *t, Slot **slots)
 {
 	int			n;
-	Slot	   *all = relay_read_group_slots(call->ob->name, call->grp, &n);
+	Slot	   *all = relay_read_token_slots(call->ob->name, call->grp, token_in_set, t, &n);
 	Slot	   *pick = palloc(sizeof(Slot) * Max(n, 1));
 	int			npick = 0;
 	int			nlocked;

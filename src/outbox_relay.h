@@ -119,6 +119,9 @@ typedef struct PageReceiver
 
 /* outbox_slots.c */
 extern Slot *relay_read_group_slots(const char *outbox, const char *grp, int *n);
+typedef bool (*EoTokenFilter) (bool has_token, int64 token, const void *arg);
+extern Slot *relay_read_token_slots(const char *outbox, const char *grp, EoTokenFilter keep,
+									const void *arg, int *n);
 extern bool relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id,
 							 Oid *owner);
 extern bool relay_group_still(const EoRelayCall *call);

@@ -292,6 +292,19 @@ begin_name_scan(Relation rel, Relation idx, Snapshot snapshot, const char *outbo
 Slot *
 relay_read_group_slots(const char *outbox, const char *grp, int *n)
 {
+	return relay_read_token_slots(outbox, grp, NULL, NULL, n);
+}
+
+/*
+ * The same, of those slots only the ones whose lease token `keep`
+ * accepts, if `keep` is given: an acknowledgement looks for its
+ * tokens' slots, and reading the token alone passes over the others
+ * without copying and reading their rows.
+ */
+Slot *
+relay_read_token_slots(const char *outbox, const char *grp, EoTokenFilter keep, const void *arg,
+					   int *n)
+{
 	Relation	rel = table_open(get_relname_relid("eo_outbox_slots", eo_catalog()->schema),
 								 AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
@@ -314,6 +327,14 @@ relay_read_group_slots(const char *outbox, const char *grp, int *n)
 	*n = 0;
 	while (index_getnext_slot(scan, ForwardScanDirection, ts))
 	{
+		if (keep != NULL)
+		{
+			bool		isnull;
+			Datum		token = slot_getattr(ts, attnums[SC_LEASE_TOKEN - 1], &isnull);
+
+			if (!keep(!isnull, isnull ? 0 : DatumGetInt64(token), arg))
+				continue;
+		}
 		if (*n == cap)
 			slots = repalloc(slots, sizeof(Slot) * (cap *= 2));
 		slot_from_tuple(ExecCopySlotHeapTuple(ts), desc, attnums, &slots[*n]);
