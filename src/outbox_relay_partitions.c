@@ -55,9 +55,11 @@ partdesc_has(PartitionDesc pd, Oid relid)
 }
 
 /*
- * Does this backend's partition list of table rel have every partition
- * pg_inherits shows to a snapshot taken now?  Detached partitions still
- * in the list (omit_detached = false) only make it longer, which is safe.
+ * Does this backend's partition list of partitioned table rel have every
+ * partition pg_inherits shows to a snapshot taken now, and so on down
+ * each partition that is partitioned itself (eo makes none, a superuser
+ * can)?  Detached partitions still in a list (omit_detached = false)
+ * only make it longer, which is safe.
  */
 static bool
 list_is_current(Relation rel)
@@ -78,6 +80,17 @@ list_is_current(Relation rel)
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(inh, AccessShareLock);
+	for (int i = 0; current && i < pd->nparts; i++)
+	{
+		Relation	part;
+
+		if (pd->is_leaf[i])
+			continue;
+		check_stack_depth();
+		part = relation_open(pd->oids[i], AccessShareLock);
+		current = list_is_current(part);
+		relation_close(part, NoLock);
+	}
 	return current;
 }
 
