@@ -59,7 +59,10 @@ partdesc_has(PartitionDesc pd, Oid relid)
  * partition pg_inherits shows to a snapshot taken now, and so on down
  * each partition that is partitioned itself (eo makes none, a superuser
  * can)?  Detached partitions still in a list (omit_detached = false)
- * only make it longer, which is safe.
+ * only make it longer, which is safe.  pg_inherits is scanned here rather
+ * than through find_inheritance_children, which reads with the catalog
+ * snapshot: that is kept until an invalidation arrives, the very thing
+ * that has not arrived yet.
  */
 static bool
 list_is_current(Relation rel)
