@@ -74,7 +74,8 @@ $(OBJS): src/eo.h src/compat.h src/outbox.h
 # consumer side (src/nats/).  A client program, not part of the server: it
 # links libpq and the NATS C client (Debian's libnats-dev), and is built
 # and installed next to pg_ctl whenever libnats is there.
-NATS_OBJS = src/nats/eo_nats.o src/nats/natsconn.o src/nats/pgconn.o \
+NATS_OBJS = src/nats/eo_nats.o src/nats/cli.o src/nats/log.o src/nats/process.o \
+	src/nats/json.o src/nats/errors.o src/nats/natsconn.o src/nats/pgconn.o \
 	src/nats/natsmsg.o src/nats/forward.o src/nats/apply.o src/nats/admin.o
 HAVE_LIBNATS := $(shell pkg-config --exists libnats 2>/dev/null && echo yes)
 EXTRA_CLEAN = eo_nats $(NATS_OBJS)
@@ -84,7 +85,11 @@ all: eo_nats
 install: install-eo_nats
 endif
 
-$(NATS_OBJS): CPPFLAGS = $(PG_CPPFLAGS) -I$(shell $(PG_CONFIG) --includedir) $(shell pkg-config --cflags libnats)
+# eo_nats --version: the version of eo it ships with (eo.control's)
+EO_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" eo.control)
+$(NATS_OBJS): CPPFLAGS = $(PG_CPPFLAGS) -I$(shell $(PG_CONFIG) --includedir) $(shell pkg-config --cflags libnats) \
+	-DEO_VERSION='"$(EO_VERSION)"'
+
 $(NATS_OBJS): src/nats/eo_nats.h
 
 eo_nats: $(NATS_OBJS)

@@ -9,20 +9,28 @@
  * each with the steps below and one COMMIT for all, then answered; if any
  * statement of the batch fails, nothing of it is committed and each
  * message is applied again on its own, in its own transaction:
- *	  BEGIN; SELECT status FROM eo_claim(<Nats-Msg-Id>, scope => ...);
+ *	  BEGIN; SELECT status FROM eo.eo_claim(<Nats-Msg-Id>, scope => ...);
  *	  claimed:	 run --sql ($1 id, $2 subject, $3 payload, $4 headers,
  *				 $5 when JetStream stored it); COMMIT;
  *				 then ack
  *	  duplicate: ROLLBACK; ack (it was applied before: a redelivery)
  *	  busy:		 ROLLBACK; nak with a delay (another session holds the key,
  *				 or a retry is not due yet)
- *	  dead:		 ROLLBACK; terminate the message (eo.max_attempts failures)
- * If --sql fails: ROLLBACK, then eo_fail(id, error, sqlstate) in a new
- * transaction (a retry after 5 s; 'dead' after eo.max_attempts, or at once
- * for a final SQLSTATE), and nak or terminate.  Killed between COMMIT and
- * ack, the message comes back, and eo_claim says duplicate: nothing is
- * applied twice.  Lost connections are made again with backoff; the
- * unacknowledged message is redelivered by JetStream.
+ *	  dead, rejected: ROLLBACK; terminate the message
+ * Killed between COMMIT and ack, the message comes back, and eo_claim says
+ * duplicate: nothing is applied twice.
+ *
+ * Failures (errors.c says whose fault each is).  A message is given up
+ * only for a cause of its own: eo_claim refuses its id, or its payload
+ * cannot be JSON (terminated); --sql or COMMIT fails on its data
+ * (recorded with eo_fail: a retry in 5 s, dead after eo.max_attempts or
+ * at once for a final SQLSTATE, then terminated).  A passing trouble (a
+ * lost connection, a serialization failure, eo being updated) records
+ * nothing: the message and the rest of the fetch are offered again, and
+ * apply waits with backoff.  A mistake in the set-up (an unknown scope,
+ * no EXECUTE on eo_claim, --sql naming a missing table) stops apply with
+ * EO_EXIT_CONFIG, every message of the fetch given back: fixed and
+ * started again, it applies them all.
  *-------------------------------------------------------------------------
  */
 #include <stdio.h>
@@ -36,28 +44,31 @@
 
 typedef enum
 {
-	APPLIED, DUPLICATE, BUSY, DEAD, REFUSED, FAILED_RETRY, LOST
+	APPLIED, DUPLICATE, BUSY, DEAD, REFUSED, FAILED_RETRY,
+	PASSING,					/* a passing trouble: offer it again, wait */
+	STOP,						/* the set-up's fault: give it back, stop */
+	LOST						/* the connection went: JetStream redelivers */
 } Outcome;
 
-/*
- * Is this SQLSTATE worth trying again (a serialization failure, a lock
- * or statement timeout, the server short of resources, a connection
- * problem), rather than a refusal that the same message meets again?
- */
-static bool
-transient(const char *state)
+/* What became of the messages, for the log. */
+typedef struct Tally
 {
-	return state != NULL &&
-		(strncmp(state, "40", 2) == 0 || strncmp(state, "53", 2) == 0 ||
-		 strncmp(state, "08", 2) == 0 || strncmp(state, "57", 2) == 0 ||
-		 strcmp(state, "55P03") == 0);
-}
+	long long	applied;
+	long long	duplicates;
+	long long	failed;			/* offered again after a failure */
+	long long	busy;
+	long long	terminated;
+} Tally;
 
-static const char *
-sqlstate_of(PGresult *res)
+typedef struct Applier
 {
-	return res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-}
+	const Config *cfg;
+	PGconn	   *pg;
+	Tally		tally;
+	bool		failed;			/* anything failed: --once exits 1 */
+	int			pauses;			/* passing troubles in a row */
+	int			stop_code;		/* >= 0: stop with this exit code */
+} Applier;
 
 /* The message's headers as a JSON object {key: value or [values]}. */
 static char *
@@ -101,66 +112,6 @@ headers_json(natsMsg *msg)
 	return b.data;
 }
 
-/* Run `sql`; true if it came back as `want`.  The result in *out if asked. */
-static bool
-run(PGconn *pg, const char *sql, int n, const Oid *types, const char *const *params,
-	ExecStatusType want, const char *what, PGresult **out)
-{
-	PGresult   *res = PQexecParams(pg, sql, n, types, params, NULL, NULL, 0);
-	bool		ok = pg_ok(pg, res, want, what);
-
-	if (out != NULL && ok)
-		*out = res;
-	else
-		PQclear(res);
-	return ok;
-}
-
-/* After --sql failed: the attempt recorded with eo_fail, in a new transaction. */
-static Outcome
-record_failure(PGconn *pg, const Config *cfg, const char *id, PGresult *err)
-{
-	const char *message = err ? PQresultErrorField(err, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	const char *state = err ? PQresultErrorField(err, PG_DIAG_SQLSTATE) : NULL;
-	const char *params[4] = {id, message ? message : "failed", cfg->scope, state};
-	static const Oid types[4] = {25, 25, 25, 25};
-	PGresult   *res;
-	Outcome		o = FAILED_RETRY;
-
-	if (!run(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, "ROLLBACK", NULL))
-		return LOST;
-	if (!run(pg, "SELECT eo_fail($1, $2, retry_after => '5 s', scope => $3, sqlstate => $4)",
-			 4, types, params, PGRES_TUPLES_OK, "eo_fail", &res))
-		return pg_conn_lost(pg) ? LOST : FAILED_RETRY;
-	/* dead: eo.max_attempts failures; rejected: a final failure */
-	if (strcmp(PQgetvalue(res, 0, 0), "retry") != 0)
-		o = DEAD;
-	PQclear(res);
-	return o;
-}
-
-/*
- * After BEGIN or eo_claim failed: roll back, and say whether the message
- * can be tried again (a transient error) or is refused for good (a key
- * eo_claim cannot take: too long, not in the database's encoding,
- * another role's, a final failure replayed).
- */
-static Outcome
-claim_failed(PGconn *pg, PGresult *res, const char *id)
-{
-	const char *state = sqlstate_of(res);
-
-	if (pg_conn_lost(pg))
-		return LOST;
-	if (!run(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, "ROLLBACK", NULL))
-		return LOST;
-	if (transient(state))
-		return BUSY;
-	log_msg("error", "event %s cannot be claimed (%s): JetStream will not deliver it again",
-			id, state ? state : "no SQLSTATE");
-	return REFUSED;
-}
-
 /*
  * When JetStream stored the message, as timestamptz text (UTC), into buf;
  * NULL if the message carries no JetStream metadata.
@@ -182,13 +133,6 @@ stored_at(natsMsg *msg, char *buf, size_t len)
 	jsMsgMetaData_Destroy(meta);
 	return buf;
 }
-
-static const Oid claim_types[2] = {25, 25};
-static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb, jsonb, timestamptz */
-
-/* Each message's two statements, prepared once per session (pgconn.c). */
-static PgStatement claim_stmt = {"eo_claim", "SELECT status FROM eo_claim($1, scope => $2)", 2, claim_types};
-static PgStatement sql_stmt = {"eo_apply", NULL, 5, sql_types};	/* --sql */
 
 /* One message, as --sql's parameters. */
 typedef struct Args
@@ -229,65 +173,169 @@ args_free(Args *a)
 	free(a->headers);
 }
 
-/* Claim, apply and commit one message's event.  See the header. */
-static Outcome
-apply_one(PGconn *pg, const Config *cfg, natsMsg *msg, const char *id)
+static const Oid claim_types[2] = {25, 25};
+static const Oid fail_types[4] = {25, 25, 25, 25};
+static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb, jsonb, timestamptz */
+
+/* Each message's statements, prepared once per session (pgconn.c). */
+static PgStatement claim_stmt = {"eo_claim", "SELECT status FROM @eo.eo_claim($1, scope => $2)", 2, claim_types};
+static PgStatement fail_stmt = {"eo_fail", "SELECT @eo.eo_fail($1, $2, retry_after => '5 s',"
+" scope => $3, sqlstate => $4)", 4, fail_types};
+static PgStatement sql_stmt = {"eo_apply", NULL, 5, sql_types, true};	/* --sql */
+
+/* Run `sql` (no parameters); true if it came back as `want`, else logged. */
+static bool
+run(PGconn *pg, const char *sql, ExecStatusType want)
 {
-	const char *claim_params[2] = {id, cfg->scope};
-	Args		a;
-	const char *const *params = a.params;
-	PGresult   *res = NULL;
-	Outcome		o = LOST;
+	PGresult   *res = pg_exec(pg, sql);
+	bool		ok = pg_ok(pg, res, want, sql);
 
-	if (!args_make(&a, msg, id))
-		return REFUSED;
-	res = PQexecParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		(void) pg_ok(pg, res, PGRES_COMMAND_OK, "BEGIN");
-		o = pg_conn_lost(pg) ? LOST : BUSY;
-		goto out;
-	}
 	PQclear(res);
-	res = pg_exec_statement(pg, &claim_stmt, claim_params);
-	if (!pg_ok(pg, res, PGRES_TUPLES_OK, "eo_claim"))
-	{
-		o = claim_failed(pg, res, id);
-		goto out;
-	}
-	if (strcmp(PQgetvalue(res, 0, 0), "claimed") != 0)
-	{
-		const char *status = PQgetvalue(res, 0, 0);
+	return ok;
+}
 
-		o = strcmp(status, "duplicate") == 0 ? DUPLICATE : strcmp(status, "busy") == 0 ? BUSY : DEAD;
-		if (!run(pg, "ROLLBACK", 0, NULL, NULL, PGRES_COMMAND_OK, "ROLLBACK", NULL))
-			o = LOST;
-		goto out;
-	}
+/*
+ * A failure `kind` of statement `what`, after its transaction was rolled
+ * back: the outcome of the message unless the failure was its own.
+ */
+static Outcome
+not_the_message(Applier *a, ErrorKind kind, PGresult *res, const char *what)
+{
+	if (pg_conn_lost(a->pg))
+		return LOST;
+	if (kind == ERR_TRANSIENT)
+		return PASSING;
+	log_msg("error", "stopping: %s failed with %s, which is about the set-up, not the message:"
+			" fix it (see the line before) and start eo_nats apply again; every message of"
+			" this fetch is given back to JetStream, none was given up",
+			what, sqlstate_of(res) ? sqlstate_of(res) : "an error");
+	return STOP;
+}
+
+/* After --sql or COMMIT failed on the message's data: eo_fail, in a new transaction. */
+static Outcome
+record_failure(Applier *a, const char *id, PGresult *err)
+{
+	const char *message = PQresultErrorField(err, PG_DIAG_MESSAGE_PRIMARY);
+	const char *params[4] = {id, message ? message : "failed", a->cfg->scope, sqlstate_of(err)};
+	PGresult   *res;
+	Outcome		o;
+
+	if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
+		return LOST;
+	res = pg_exec_statement(a->pg, &fail_stmt, params);
+	if (!pg_ok(a->pg, res, PGRES_TUPLES_OK, "eo_fail"))
+		o = not_the_message(a, pg_error_kind(a->pg, res, BLAME_NONE), res, "eo_fail");
+	else
+		/* dead: eo.max_attempts failures; rejected: a final failure */
+		o = strcmp(PQgetvalue(res, 0, 0), "retry") == 0 ? FAILED_RETRY : DEAD;
 	PQclear(res);
-	res = pg_exec_statement(pg, &sql_stmt, params);
+	return o;
+}
+
+/* --sql or COMMIT failed: whose fault was it? */
+static Outcome
+sql_failed(Applier *a, PGresult *res, const char *id, const char *what)
+{
+	ErrorKind	kind = pg_error_kind(a->pg, res, BLAME_DATA);
+
+	(void) pg_ok(a->pg, res, PGRES_COMMAND_OK, what);
+	if (pg_conn_lost(a->pg))
+		return LOST;
+	if (kind == ERR_MESSAGE)
+		return record_failure(a, id, res);
+	if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
+		return LOST;
+	return not_the_message(a, kind, res, what);
+}
+
+/*
+ * eo_claim failed: the id is the message's own fault (too long, not in
+ * the database's encoding), or the set-up's (an unknown scope, 42704; a
+ * scope of another role or no EXECUTE, 42501), or passing.
+ */
+static Outcome
+claim_failed(Applier *a, PGresult *res, const char *id)
+{
+	ErrorKind	kind = pg_error_kind(a->pg, res, BLAME_CLAIM);
+
+	(void) pg_ok(a->pg, res, PGRES_TUPLES_OK, "eo_claim");
+	if (pg_conn_lost(a->pg) || !run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
+		return LOST;
+	if (kind != ERR_MESSAGE)
+		return not_the_message(a, kind, res, "eo_claim");
+	log_msg("error", "event %s cannot be claimed (%s): JetStream will not deliver it again",
+			id, sqlstate_of(res));
+	return REFUSED;
+}
+
+/* What eo_claim's status means for the message (the claim is rolled back but for claimed). */
+static Outcome
+claim_status(Applier *a, const char *status)
+{
+	char		shown[32];
+
+	if (strcmp(status, "claimed") == 0)
+		return APPLIED;
+	if (strcmp(status, "duplicate") == 0)
+		return DUPLICATE;
+	if (strcmp(status, "busy") == 0)
+		return BUSY;
+	if (strcmp(status, "dead") == 0 || strcmp(status, "rejected") == 0)
+		return DEAD;
+	log_msg("error", "stopping: eo_claim answered \"%s\", a status this eo_nats does not know",
+			printable(status, shown, sizeof(shown)));
+	return STOP;
+}
+
+/* --sql and COMMIT, once the message's id is claimed. */
+static Outcome
+apply_claimed(Applier *a, const Args *args, const char *id)
+{
+	PGresult   *res = pg_exec_statement(a->pg, &sql_stmt, args->params);
+	Outcome		o = APPLIED;
+
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		(void) pg_ok(pg, res, PGRES_TUPLES_OK, "--sql");
-		o = pg_conn_lost(pg) ? LOST : record_failure(pg, cfg, id, res);
-		goto out;
-	}
-	PQclear(res);
-	/* COMMIT can fail too (a deferred constraint, a serialization failure) */
-	res = PQexecParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
-	if (PQresultStatus(res) == PGRES_COMMAND_OK)
-	{
-		o = APPLIED;
-		crash_point("after-commit");
-	}
+		o = sql_failed(a, res, id, "--sql");
 	else
 	{
-		(void) pg_ok(pg, res, PGRES_COMMAND_OK, "COMMIT");
-		o = pg_conn_lost(pg) ? LOST : record_failure(pg, cfg, id, res);
+		/* COMMIT can fail too (a deferred constraint, a serialization failure) */
+		PQclear(res);
+		res = pg_exec(a->pg, "COMMIT");
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			o = sql_failed(a, res, id, "COMMIT");
+		else
+			crash_point("after-commit");
 	}
-out:
 	PQclear(res);
-	args_free(&a);
+	return o;
+}
+
+/* Claim, apply and commit one message's event.  See the header. */
+static Outcome
+apply_one(Applier *a, natsMsg *msg, const char *id)
+{
+	const char *claim_params[2] = {id, a->cfg->scope};
+	Args		args;
+	PGresult   *res;
+	Outcome		o;
+
+	if (!args_make(&args, msg, id))
+		return REFUSED;
+	if (!run(a->pg, "BEGIN", PGRES_COMMAND_OK))
+	{
+		args_free(&args);
+		return pg_conn_lost(a->pg) ? LOST : PASSING;
+	}
+	res = pg_exec_statement(a->pg, &claim_stmt, claim_params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		o = claim_failed(a, res, id);
+	else if ((o = claim_status(a, PQgetvalue(res, 0, 0))) == APPLIED)
+		o = apply_claimed(a, &args, id);
+	else if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
+		o = LOST;
+	PQclear(res);
+	args_free(&args);
 	return o;
 }
 
@@ -309,7 +357,7 @@ quiet_result(PGresult *res, ExecStatusType want, PGresult **out)
 static bool
 quiet_ok(PGconn *pg, const char *sql, ExecStatusType want)
 {
-	return quiet_result(PQexecParams(pg, sql, 0, NULL, NULL, NULL, NULL, 0), want, NULL);
+	return quiet_result(pg_exec(pg, sql), want, NULL);
 }
 
 /*
@@ -318,20 +366,21 @@ quiet_ok(PGconn *pg, const char *sql, ExecStatusType want)
  * then one COMMIT for all, so that a batch pays for one commit (one WAL
  * flush), not one per message.  Their outcomes in out[]: APPLIED (new),
  * DUPLICATE, BUSY or DEAD as eo_claim said.  Returns false, with nothing
- * of the batch committed, if any statement failed or COMMIT was refused:
- * the caller then applies each message on its own (apply_one), where a
- * failure is recorded against that message alone.
+ * of the batch committed, if any statement failed, COMMIT was refused,
+ * or eo_claim said something else: the caller then applies each message
+ * on its own (apply_one), where a failure is judged for that message.
  */
 static bool
-apply_batch(PGconn *pg, const Config *cfg, natsMsg **msgs, const char **ids, int n, Outcome *out)
+apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 {
+	PGconn	   *pg = a->pg;
 	bool		ok = quiet_ok(pg, "BEGIN", PGRES_COMMAND_OK);
 
 	for (int i = 0; ok && i < n; i++)
 	{
-		const char *claim_params[2] = {ids[i], cfg->scope};
+		const char *claim_params[2] = {ids[i], a->cfg->scope};
 		PGresult   *res = NULL;
-		Args		a;
+		Args		args;
 		const char *status;
 
 		ok = quiet_result(pg_exec_statement(pg, &claim_stmt, claim_params), PGRES_TUPLES_OK, &res);
@@ -339,13 +388,15 @@ apply_batch(PGconn *pg, const Config *cfg, natsMsg **msgs, const char **ids, int
 			break;
 		status = PQgetvalue(res, 0, 0);
 		out[i] = strcmp(status, "claimed") == 0 ? APPLIED :
-			strcmp(status, "duplicate") == 0 ? DUPLICATE : strcmp(status, "busy") == 0 ? BUSY : DEAD;
+			strcmp(status, "duplicate") == 0 ? DUPLICATE : strcmp(status, "busy") == 0 ? BUSY :
+			strcmp(status, "dead") == 0 || strcmp(status, "rejected") == 0 ? DEAD : STOP;
 		PQclear(res);
+		ok = out[i] != STOP;
 		if (out[i] != APPLIED)
 			continue;
-		(void) args_make(&a, msgs[i], ids[i]);
-		ok = quiet_result(pg_exec_statement(pg, &sql_stmt, a.params), PGRES_TUPLES_OK, NULL);
-		args_free(&a);
+		(void) args_make(&args, msgs[i], ids[i]);
+		ok = quiet_result(pg_exec_statement(pg, &sql_stmt, args.params), PGRES_TUPLES_OK, NULL);
+		args_free(&args);
 	}
 	if (ok)
 		ok = quiet_ok(pg, "COMMIT", PGRES_COMMAND_OK);
@@ -356,47 +407,60 @@ apply_batch(PGconn *pg, const Config *cfg, natsMsg **msgs, const char **ids, int
 	return ok;
 }
 
-/* Tell JetStream what became of the message. */
+/* Tell JetStream what became of the message, and count it. */
 static void
-answer(natsMsg *msg, Outcome o, const char *id, long long *applied)
+answer(Applier *a, natsMsg *msg, Outcome o, const char *id)
 {
 	natsStatus	s = NATS_OK;
+	char		scope[80];
 
 	switch (o)
 	{
 		case APPLIED:
-			(*applied)++;
-			/* fall through */
 		case DUPLICATE:
 			/*
 			 * No need to wait for the server to confirm the ack: if it is
 			 * lost, the message comes back and eo_claim says duplicate.
 			 */
 			s = natsMsg_Ack(msg, NULL);
+			(*(o == APPLIED ? &a->tally.applied : &a->tally.duplicates))++;
 			break;
 		case BUSY:
-		case FAILED_RETRY:
 			s = natsMsg_NakWithDelay(msg, RETRY_MS, NULL);
+			a->tally.busy++;
+			break;
+		case FAILED_RETRY:
+		case PASSING:
+			s = natsMsg_NakWithDelay(msg, RETRY_MS, NULL);
+			a->tally.failed++;
+			a->failed = true;
+			break;
+		case STOP:
+			s = natsMsg_Nak(msg, NULL);		/* at once: for the next start */
 			break;
 		case DEAD:
-			log_msg("error", "event %s is dead (eo.max_attempts failures, or a final one):"
-					" JetStream will not deliver it again; see eo_status('%s')", id, id);
+			log_msg("error", "event %s is dead or rejected (eo.max_attempts failures, or a final"
+					" one): JetStream will not deliver it again; see eo_status('%s', '%s')",
+					id, id, printable(a->cfg->scope, scope, sizeof(scope)));
 			/* fall through */
 		case REFUSED:
 			s = natsMsg_Term(msg, NULL);
+			a->tally.terminated++;
+			a->failed = true;
 			break;
 		case LOST:
+			a->failed = true;
 			break;				/* JetStream delivers it again after AckWait */
 	}
 	if (s != NATS_OK)
-		log_msg("warning", "JetStream did not take the answer for event %s: %s"
-				" (it will deliver the message again; eo_claim says duplicate)",
-				id, nats_error(s));
+		log_limited("nats answer", "warning", "JetStream did not take the answer for event %s: %s"
+					" (it will deliver the message again; eo_claim says duplicate)",
+					id, nats_error(s));
 }
 
 /*
- * The subject the durable consumer takes: --filter, or else the stream's
- * subject if it has one (a stream of several needs --filter).  malloc'd.
+ * The stream's subject if it has one (a stream of several needs
+ * --filter), or --filter; malloc'd, or NULL after a line saying why.
  */
 static char *
 filter_of(jsCtx *js, const Config *cfg)
@@ -421,16 +485,53 @@ filter_of(jsCtx *js, const Config *cfg)
 	return filter;
 }
 
+
+/*
+ * An existing durable with other settings than --ack-wait and --batch
+ * ask (MaxAckPending is twice --batch) is updated, rather than refused by
+ * the subscription; one that does not exist is made by it.
+ */
+static bool
+durable_ready(jsCtx *js, const Config *cfg)
+{
+	jsConsumerInfo *ci = NULL;
+	jsConsumerInfo *after = NULL;
+	jsErrCode	code = 0;
+	int64_t		ack_wait = (int64_t) cfg->ack_wait_ms * 1000000;
+	int64_t		pending = (int64_t) cfg->batch * 2;
+	natsStatus	s = js_GetConsumerInfo(&ci, js, cfg->stream, cfg->durable, NULL, &code);
+
+	if (s != NATS_OK)
+		return true;			/* made by js_PullSubscribe, or its error said there */
+	if (ci->Config->AckWait != ack_wait || ci->Config->MaxAckPending != pending)
+	{
+		log_msg("info", "durable \"%s\": ack wait %lld ms and max ack pending %lld become"
+				" %d ms and %lld (--ack-wait, twice --batch)", cfg->durable,
+				(long long) (ci->Config->AckWait / 1000000), (long long) ci->Config->MaxAckPending,
+				cfg->ack_wait_ms, (long long) pending);
+		ci->Config->AckWait = ack_wait;
+		ci->Config->MaxAckPending = pending;
+		s = js_UpdateConsumer(&after, js, cfg->stream, ci->Config, NULL, &code);
+		if (s != NATS_OK)
+			log_msg("error", "durable \"%s\" not updated: %s (code %d); eo_nats consumer-delete"
+					" deletes it, and apply makes it again from the stream's first message",
+					cfg->durable, nats_error(s), (int) code);
+		jsConsumerInfo_Destroy(after);
+	}
+	jsConsumerInfo_Destroy(ci);
+	return s == NATS_OK;
+}
+
 static natsSubscription *
 subscribe(jsCtx *js, const Config *cfg)
 {
 	natsSubscription *sub = NULL;
 	jsSubOptions so;
 	jsErrCode	code = 0;
-	char	   *filter = filter_of(js, cfg);
+	char	   *filter;
 	natsStatus	s;
 
-	if (filter == NULL)
+	if (!durable_ready(js, cfg) || (filter = filter_of(js, cfg)) == NULL)
 		return NULL;
 	jsSubOptions_Init(&so);
 	so.Stream = cfg->stream;
@@ -449,92 +550,214 @@ subscribe(jsCtx *js, const Config *cfg)
 }
 
 /*
- * The messages of one fetch: those without a Nats-Msg-Id or with a
- * payload that cannot be JSON are answered at once; the rest are applied
- * as one batch (apply_batch), or, if that fails, one by one.  Answers go
- * to JetStream only after the transaction that decided them committed.
+ * Messages [from, n) given back after a passing trouble or a stop (their
+ * turn did not come); LOST: none, JetStream redelivers after AckWait.
  */
 static void
-apply_list(PGconn *pg, const Config *cfg, natsMsgList *list, long long *applied)
+give_back(Applier *a, natsMsg **msgs, const char **ids, int from, int n, Outcome o)
+{
+	for (int i = from; o != LOST && i < n; i++)
+		answer(a, msgs[i], o, ids[i]);
+}
+
+/*
+ * The messages of one fetch: those without a Nats-Msg-Id or with a
+ * payload that cannot be JSON are answered at once; the rest are applied
+ * as one batch (apply_batch), or, if that fails, one by one until one
+ * meets a trouble that is not its own, when the rest are given back.
+ * Answers go to JetStream only after the transaction that decided them
+ * committed.  Returns the worst outcome: PASSING, STOP or LOST, or
+ * APPLIED for all went its own way.
+ */
+static Outcome
+apply_list(Applier *a, natsMsgList *list)
 {
 	natsMsg   **msgs = calloc((size_t) list->Count + 1, sizeof(natsMsg *));
 	const char **ids = calloc((size_t) list->Count + 1, sizeof(char *));
 	Outcome    *out = calloc((size_t) list->Count + 1, sizeof(Outcome));
+	Outcome		worst = APPLIED;
 	int			n = 0;
 
 	for (int i = 0; i < list->Count; i++)
 	{
 		natsMsg    *msg = list->Msgs[i];
 		const char *id = NULL;
-		Args		a;
+		Args		args;
 
 		if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
 		{
 			/* not ours, or headers the library could not read: leave it to a person */
-			log_msg("error", "a message on \"%s\" has no Nats-Msg-Id, so it cannot be claimed;"
-					" it is not acknowledged (JetStream offers it again in a minute)",
-					natsMsg_GetSubject(msg));
+			log_limited("no Nats-Msg-Id", "error", "a message on \"%s\" has no Nats-Msg-Id, so it"
+						" cannot be claimed; it is not acknowledged (JetStream offers it again in"
+						" a minute)", natsMsg_GetSubject(msg));
 			natsMsg_NakWithDelay(msg, 60000, NULL);
+			a->failed = true;
 			continue;
 		}
-		if (!args_make(&a, msg, id))
+		if (!args_make(&args, msg, id))
 		{
-			answer(msg, REFUSED, id, applied);
+			answer(a, msg, REFUSED, id);
 			continue;
 		}
-		args_free(&a);
+		args_free(&args);
 		msgs[n] = msg;
 		ids[n++] = id;
 	}
-	if (n > 0 && apply_batch(pg, cfg, msgs, ids, n, out))
+	if (n > 0 && apply_batch(a, msgs, ids, n, out))
 		for (int i = 0; i < n; i++)
-			answer(msgs[i], out[i], ids[i], applied);
+			answer(a, msgs[i], out[i], ids[i]);
 	else
-		for (int i = 0; i < n && !stop_requested && !pg_conn_lost(pg); i++)
-			answer(msgs[i], apply_one(pg, cfg, msgs[i], ids[i]), ids[i], applied);
-	/* after a lost connection the rest come back after AckWait */
+		for (int i = 0; i < n; i++)
+		{
+			Outcome		o = stop_requested ? PASSING : apply_one(a, msgs[i], ids[i]);
+
+			answer(a, msgs[i], o, ids[i]);
+			if (o == PASSING || o == STOP || o == LOST)
+			{
+				give_back(a, msgs, ids, i + 1, n, o);
+				worst = o;
+				break;
+			}
+		}
 	free(msgs);
 	free(ids);
 	free(out);
+	return worst;
+}
+
+/*
+ * Checks before the first message: the role may use eo_claim and eo_fail
+ * (nothing is granted to PUBLIC), and --sql prepares (a syntax error, a
+ * table or function it names that is not there, as the search_path
+ * finds them).  False after a line saying what to fix.
+ */
+static bool
+ready_to_apply(Applier *a)
+{
+	PGresult   *res = pg_exec(a->pg,
+							  "SELECT p.proname FROM pg_catalog.pg_proc p, pg_catalog.pg_extension e"
+							  " WHERE e.extname OPERATOR(pg_catalog.=) 'eo'"
+							  " AND p.pronamespace OPERATOR(pg_catalog.=) e.extnamespace"
+							  " AND p.proname OPERATOR(pg_catalog.=) ANY ('{eo_claim,eo_fail}')"
+							  " AND NOT (pg_catalog.has_function_privilege(p.oid, 'EXECUTE')"
+							  " AND pg_catalog.has_schema_privilege(e.extnamespace, 'USAGE'))"
+							  " LIMIT 1");
+	bool		ok = pg_ok(a->pg, res, PGRES_TUPLES_OK, "checking privileges");
+
+	if (ok && PQntuples(res) > 0)
+	{
+		log_msg("error", "role \"%s\" may not call eo's %s: GRANT USAGE on eo's schema and"
+				" EXECUTE on eo_claim and eo_fail to it (docs/nats.md); stopping",
+				PQuser(a->pg), PQgetvalue(res, 0, 0));
+		ok = false;
+	}
+	PQclear(res);
+	if (ok && (res = pg_prepare(a->pg, &sql_stmt)) != NULL)
+	{
+		(void) pg_ok(a->pg, res, PGRES_COMMAND_OK, "preparing --sql");
+		log_msg("error", "--sql cannot run as given%s; stopping",
+				a->cfg->search_path ? "" : " (it runs with search_path pg_catalog, pg_temp:"
+				" name tables and functions with their schema, or give --search-path)");
+		PQclear(res);
+		ok = false;
+	}
+	return ok;
+}
+
+/* The exit status: a stop's, or 1 if --once met any failure. */
+static int
+exit_status(Applier *a)
+{
+	if (a->stop_code >= 0)
+		return a->stop_code;
+	return a->cfg->once && a->failed ? EO_EXIT_FAILED : EO_EXIT_OK;
+}
+
+static void
+log_tally(const char *what, const Tally *t)
+{
+	log_msg(strcmp(what, "stopping") == 0 ? "info" : "debug",
+			"%s: %lld applied, %lld duplicates, %lld failed and %lld busy (offered again),"
+			" %lld terminated", what, t->applied, t->duplicates, t->failed, t->busy, t->terminated);
+}
+
+/* One fetch, applied; false to stop. */
+static bool
+apply_fetch(Applier *a, natsSubscription *sub)
+{
+	natsMsgList list = {0};
+	natsStatus	s;
+	Outcome		worst;
+	int			rc;
+	Tally		before = a->tally;
+
+	if ((a->pg = pg_ensure(a->pg, a->cfg, &rc)) == NULL)
+	{
+		a->stop_code = rc;
+		return false;
+	}
+	/* short, so that a stop is heard within a second; --once waits longer to be sure */
+	s = natsSubscription_Fetch(&list, sub, a->cfg->batch, a->cfg->once ? 2000 : 500, NULL);
+	if (s == NATS_TIMEOUT)
+		return !a->cfg->once;
+	if (s != NATS_OK)
+	{
+		log_limited("fetch", "warning", "fetching from JetStream: %s", nats_error(s));
+		a->failed = true;
+		sleep_ms(1000);
+		return true;
+	}
+	worst = apply_list(a, &list);
+	natsMsgList_Destroy(&list);
+	if (log_verbose)
+	{
+		Tally		d = {a->tally.applied - before.applied, a->tally.duplicates - before.duplicates,
+		a->tally.failed - before.failed, a->tally.busy - before.busy,
+		a->tally.terminated - before.terminated};
+
+		log_tally("fetch", &d);
+	}
+	if (worst == STOP)
+	{
+		a->stop_code = EO_EXIT_CONFIG;
+		return false;
+	}
+	if (worst == PASSING)
+		sleep_ms(backoff_ms(a->pauses++, 30000));
+	else
+		a->pauses = 0;
+	return !(a->cfg->once && a->pauses > 4);
 }
 
 int
 apply_main(const Config *cfg)
 {
-	natsConnection *nc = nats_connect(cfg);
+	Applier		a = {.cfg = cfg, .stop_code = -1};
+	natsConnection *nc = NULL;
 	jsCtx	   *js = NULL;
 	natsSubscription *sub = NULL;
-	PGconn	   *pg = NULL;
-	long long	applied = 0;
-	int			rc = 0;
+	int			rc;
 
-	if (nc == NULL || natsConnection_JetStream(&js, nc, NULL) != NATS_OK ||
-		(sub = subscribe(js, cfg)) == NULL)
-		return 1;
 	sql_stmt.sql = cfg->sql;
-	log_msg("info", "applying stream \"%s\" (durable \"%s\")", cfg->stream, cfg->durable);
-	while (!stop_requested)
+	if ((a.pg = pg_ensure(NULL, cfg, &rc)) == NULL)
+		return rc;
+	if (!ready_to_apply(&a))
+		a.stop_code = EO_EXIT_CONFIG;
+	else if ((js = nats_jetstream(cfg, &nc, &rc)) == NULL)
+		a.stop_code = rc;
+	else if ((sub = subscribe(js, cfg)) == NULL)
+		a.stop_code = EO_EXIT_CONFIG;
+	else
 	{
-		natsMsgList list = {0};
-		natsStatus	s;
-
-		if ((pg = pg_ensure(pg, cfg)) == NULL)
-			break;
-		s = natsSubscription_Fetch(&list, sub, cfg->batch, 2000, NULL);
-		if (s == NATS_TIMEOUT && cfg->once)
-			break;
-		if (s != NATS_OK && s != NATS_TIMEOUT)
-		{
-			log_msg("warning", "fetching from JetStream: %s", nats_error(s));
-			sleep_ms(1000);
-		}
-		apply_list(pg, cfg, &list, &applied);
-		natsMsgList_Destroy(&list);
+		log_msg("info", "applying stream \"%s\" (durable \"%s\", scope \"%s\")",
+				cfg->stream, cfg->durable, cfg->scope);
+		while (!stop_requested && apply_fetch(&a, sub))
+			;
+		log_tally("stopping", &a.tally);
 	}
-	log_msg("info", "stopping: %lld events applied", applied);
-	PQfinish(pg);
+	PQfinish(a.pg);
 	natsSubscription_Destroy(sub);
 	jsCtx_Destroy(js);
 	natsConnection_Destroy(nc);
-	return rc;
+	return exit_status(&a);
 }

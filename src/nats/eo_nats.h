@@ -15,6 +15,7 @@
 #ifndef EO_NATS_H
 #define EO_NATS_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,10 +23,21 @@
 #include <libpq-fe.h>
 #include <nats/nats.h>
 
-/* What the command line said (see usage() in eo_nats.c). */
+/*
+ * Exit status, for systemd units and scripts (docs/nats.md, "Exit codes").
+ * EO_EXIT_CONFIG: stopped because something must be fixed first (the
+ * credentials, a privilege, a missing scope, group, stream or table);
+ * every message held was given back, nothing acknowledged.
+ */
+#define EO_EXIT_OK 0
+#define EO_EXIT_FAILED 1
+#define EO_EXIT_USAGE 2
+#define EO_EXIT_CONFIG 3
+
+/* What the command line said (cli.c). */
 typedef struct Config
 {
-	const char *command;		/* forward, apply, stream-add, stream-info, dump */
+	const char *command;		/* forward, apply, stream-add, ... (cli.c) */
 	/* PostgreSQL: a conninfo string or URI; secrets from PGPASSFILE etc. */
 	const char *pg;
 	/* NATS */
@@ -53,11 +65,13 @@ typedef struct Config
 	const char *filter;
 	const char *sql;
 	const char *scope;
+	const char *search_path;	/* for --sql; NULL: pg_catalog, pg_temp */
 	int			batch;
-	/* stream-add */
+	/* stream-add, stream-update (0 or NULL: not given) */
 	const char *subjects;
 	int64_t		max_msg_size;
 	int			duplicate_window_secs;
+	bool		yes;			/* stream-delete: really */
 	/* all */
 	bool		once;			/* forward/apply: stop when caught up */
 	bool		verbose;
@@ -78,7 +92,24 @@ typedef struct Event
 	const char *header_lines;	/* "key<TAB>value" lines, or NULL */
 } Event;
 
-/* natsmsg.c: JSON text, and an event as a JetStream message */
+/* log.c: lines on stderr; repeated causes limited */
+extern bool log_verbose;
+extern void log_msg(const char *level, const char *fmt,...)
+			__attribute__((format(printf, 2, 3)));
+extern void log_limited(const char *key, const char *level, const char *fmt,...)
+			__attribute__((format(printf, 3, 4)));
+extern void log_limited_flush(void);
+extern const char *printable(const char *s, char *buf, size_t len);
+
+/* process.c: the stop flag, signals, sleeping, backoff, crash points */
+extern volatile sig_atomic_t stop_requested;
+extern void signals_install(void);
+extern bool stop_cancels(PGconn *conn);
+extern void sleep_ms(int64_t ms);
+extern void crash_point(const char *point);
+extern int64_t backoff_ms(int attempt, int64_t max_ms);
+
+/* json.c: JSON text */
 typedef struct JsonBuf
 {
 	char	   *data;
@@ -88,37 +119,63 @@ typedef struct JsonBuf
 
 extern void json_init(JsonBuf *b);
 extern void json_add(JsonBuf *b, const char *s);
+extern void json_quote(JsonBuf *b, const char *s, bool (*escape_at) (const char *c));
 extern void json_string(JsonBuf *b, const char *s);
 
+/* errors.c: whose fault a failure is */
+typedef enum
+{
+	ERR_MESSAGE,				/* the message's own: give it up, or record it */
+	ERR_TRANSIENT,				/* passing: wait, and offer the message again */
+	ERR_CONFIG					/* the set-up's: stop, give every message back */
+} ErrorKind;
+
+typedef enum
+{
+	BLAME_NONE,					/* eo's own statement (a relay call) */
+	BLAME_CLAIM,				/* eo_claim of a message's id */
+	BLAME_DATA					/* the user's --sql, or its COMMIT */
+} Blame;
+
+extern ErrorKind sql_error_kind(const char *sqlstate, Blame blames);
+extern ErrorKind nats_error_kind(natsStatus s);
+
+/* natsmsg.c: an event as a JetStream message */
 extern bool subject_template_valid(const char *template, char *why, size_t len);
 extern natsMsg *eo_event_msg(const Config *cfg, const Event *e, int64_t max_payload,
 							 char *why, size_t len);
 
-/* eo_nats.c: logging and the stop flag */
-extern volatile int stop_requested;
-extern bool log_verbose;
-extern void log_msg(const char *level, const char *fmt,...)
-			__attribute__((format(printf, 2, 3)));
-extern void sleep_ms(int64_t ms);
-extern void crash_point(const char *point);
-extern const char *printable(const char *s, char *buf, size_t len);
-extern int64_t backoff_ms(int attempt, int64_t max_ms);
+/* cli.c: the command line */
+extern int	cli_parse(int argc, char **argv, Config *cfg);
 
-/* natsconn.c: connect to NATS with the options given, secrets unlogged */
-extern natsConnection *nats_connect(const Config *cfg);
+/*
+ * natsconn.c: connect to NATS with the options given, secrets unlogged.
+ * NULL after a stop, or with *exit_code set when it gave up.
+ */
+extern natsConnection *nats_connect(const Config *cfg, int *exit_code);
 extern const char *nats_error(natsStatus s);
+extern jsCtx *nats_jetstream(const Config *cfg, natsConnection **nc, int *exit_code);
 
-/* pgconn.c: a libpq session that comes back after the server does */
-extern PGconn *pg_connect(const Config *cfg);
-extern PGconn *pg_ensure(PGconn *conn, const Config *cfg);
+/*
+ * pgconn.c: a libpq session that comes back after the server does, with
+ * search_path pinned and eo's schema found.  pg_ensure gives NULL after a
+ * stop, or with *exit_code set when it gave up (EO_EXIT_CONFIG: the
+ * credentials, the database or eo are missing).
+ */
+extern PGconn *pg_ensure(PGconn *conn, const Config *cfg, int *exit_code);
 extern bool pg_ok(PGconn *conn, PGresult *res, ExecStatusType want, const char *what);
 extern bool pg_conn_lost(PGconn *conn);
 extern bool sqlstate_is(PGresult *res, const char *sqlstate);
+extern const char *sqlstate_of(PGresult *res);
+extern ErrorKind pg_error_kind(PGconn *conn, PGresult *res, Blame blames);
+extern PGresult *pg_exec(PGconn *conn, const char *sql);
 
 /*
  * A statement run often: parsed and planned once per session (PQprepare
  * under a name made from `name`), again after a reconnect, if the server
  * lost it, or once its result columns changed (a table altered under it).
+ * In `sql`, "@eo." stands for eo's schema, as found at connect: eo's
+ * functions are always called by their full names.
  */
 typedef struct PgStatement
 {
@@ -126,18 +183,24 @@ typedef struct PgStatement
 	const char *sql;
 	int			nparams;
 	const Oid  *types;			/* NULL: the server infers them */
+	bool		verbatim;		/* the user's SQL: no @eo. in it is replaced */
 	long		session;		/* the session it is prepared in (0: none yet) */
 	int			version;		/* prepared again under a new name */
 	char		prepared_as[64];
 } PgStatement;
 
+extern PGresult *pg_prepare(PGconn *conn, PgStatement *st);
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
 
 /* forward.c, apply.c, admin.c: the commands */
 extern int	forward_main(const Config *cfg);
 extern int	apply_main(const Config *cfg);
 extern int	stream_add_main(const Config *cfg);
+extern int	stream_update_main(const Config *cfg);
 extern int	stream_info_main(const Config *cfg);
+extern int	stream_delete_main(const Config *cfg);
+extern int	consumer_info_main(const Config *cfg);
+extern int	consumer_delete_main(const Config *cfg);
 extern int	dump_main(const Config *cfg);
 
 #endif							/* EO_NATS_H */

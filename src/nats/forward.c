@@ -63,16 +63,16 @@
 	"     E'\\n' ORDER BY h.key)" \
 	"   FROM jsonb_each(headers) h" \
 	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" \
-	" FROM eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8), $5::int4, true)"
+	" FROM @eo.eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8), $5::int4, true)"
 
 static PgStatement fetch_stmt = {"eo_fetch", FETCH_SQL, 5};
-static PgStatement ack_stmt = {"eo_ack", "SELECT eo_relay_ack($1, $2, $3::int8)", 3};
-static PgStatement ack_upto_stmt = {"eo_ack_upto", "SELECT eo_relay_ack($1, $2, $3::int8, $4::int8)", 4};
-static PgStatement ack_pages_stmt = {"eo_ack_pages", "SELECT eo_relay_ack_pages($1, $2, $3::int8[])", 3};
-static PgStatement ack_all_stmt = {"eo_ack_all", "SELECT pg_catalog.sum(eo_relay_ack($1, $2, t))"
+static PgStatement ack_stmt = {"eo_ack", "SELECT @eo.eo_relay_ack($1, $2, $3::int8)", 3};
+static PgStatement ack_upto_stmt = {"eo_ack_upto", "SELECT @eo.eo_relay_ack($1, $2, $3::int8, $4::int8)", 4};
+static PgStatement ack_pages_stmt = {"eo_ack_pages", "SELECT @eo.eo_relay_ack_pages($1, $2, $3::int8[])", 3};
+static PgStatement ack_all_stmt = {"eo_ack_all", "SELECT pg_catalog.sum(@eo.eo_relay_ack($1, $2, t))"
 " FROM pg_catalog.unnest($3::int8[]) t", 3};
-static PgStatement wait_stmt = {"eo_wait", "SELECT eo_relay_wait($1, '5 s', $2, $3::interval)", 3};
-static PgStatement wait_plain_stmt = {"eo_wait_plain", "SELECT eo_relay_wait($1, '5 s')", 1};
+static PgStatement wait_stmt = {"eo_wait", "SELECT @eo.eo_relay_wait($1, '5 s', $2, $3::interval)", 3};
+static PgStatement wait_plain_stmt = {"eo_wait_plain", "SELECT @eo.eo_relay_wait($1, '5 s')", 1};
 
 typedef enum
 {
@@ -107,7 +107,29 @@ typedef struct Forwarder
 	bool		ack_pages;		/* so does eo_relay_ack_pages */
 	long long	events;			/* delivered since start */
 	long long	pages;
+	long long	not_delivered;	/* events that failed (each try counted) */
+	bool		failed;			/* anything failed: --once exits 1 */
+	int			stop_code;		/* >= 0: stop with this exit code */
 } Forwarder;
+
+/*
+ * After a relay call failed: a passing trouble is waited out (the caller
+ * backs off); a mistake in the set-up (no such outbox or group, a group
+ * of a role this one is not a member of, eo's functions not executable
+ * or missing, a WAL-mode outbox) stops the forwarder with EO_EXIT_CONFIG.
+ * Nothing is acknowledged that JetStream did not confirm, either way.
+ */
+static void
+relay_call_failed(Forwarder *f, PGresult *res, const char *what)
+{
+	f->failed = true;
+	if (pg_error_kind(f->pg, res, BLAME_NONE) != ERR_CONFIG)
+		return;
+	log_msg("error", "stopping: %s failed with %s, which waiting will not mend; fix it (see"
+			" the line before) and start eo_nats again: nothing was acknowledged that"
+			" JetStream did not store", what, sqlstate_of(res));
+	f->stop_code = EO_EXIT_CONFIG;
+}
 
 /* libnats' thread: record what JetStream said about one message. */
 static void
@@ -129,6 +151,15 @@ on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure
 			{
 				p->state[i] = EV_STORED;
 				p->duplicates += pa->Duplicate ? 1 : 0;
+			}
+			else if (pae != NULL && pae->Err == NATS_NO_RESPONDERS)
+			{
+				char		cause[300];
+
+				snprintf(cause, sizeof(cause), "no stream takes subject \"%s\" (%s)",
+						 natsMsg_GetSubject(msg), natsStatus_GetText(pae->Err));
+				p->state[i] = EV_FAILED;
+				p->cause[i] = strdup(cause);
 			}
 			else
 			{
@@ -161,6 +192,7 @@ fetch(Forwarder *f, Page *p)
 	p->res = pg_exec_statement(f->pg, &fetch_stmt, params);
 	if (!pg_ok(f->pg, p->res, PGRES_TUPLES_OK, "eo_relay_fetch"))
 	{
+		relay_call_failed(f, p->res, "eo_relay_fetch");
 		PQclear(p->res);
 		p->res = NULL;
 		return false;
@@ -244,16 +276,34 @@ publish(Forwarder *f, Page *p, int i)
 	return true;
 }
 
-/* Wait for the wave's acknowledgements; what is still missing failed. */
+/*
+ * Wait for the wave's acknowledgements, --ack-wait at most, or half a
+ * second once a stop was asked for (what is unconfirmed then is not
+ * acknowledged to eo: the page comes back to the next forwarder);
+ * what is still missing failed.
+ */
 static void
 await_wave(Forwarder *f, Page *p)
 {
 	jsPubOptions po;
-	natsStatus	s;
+	natsStatus	s = NATS_TIMEOUT;
+	int64_t		left = f->cfg->ack_wait_ms;
+	bool		stopping = false;
 
 	jsPubOptions_Init(&po);
-	po.MaxWait = f->cfg->ack_wait_ms;
-	s = js_PublishAsyncComplete(f->js, &po);
+	while (left > 0)
+	{
+		if (stop_requested && !stopping)
+		{
+			stopping = true;
+			left = left < 500 ? left : 500;
+		}
+		po.MaxWait = left < 200 ? left : 200;
+		s = js_PublishAsyncComplete(f->js, &po);
+		if (s != NATS_TIMEOUT)
+			break;
+		left -= po.MaxWait;
+	}
 	if (s != NATS_OK)
 	{
 		natsMsgList pending;
@@ -335,19 +385,28 @@ ack(Forwarder *f, long long token, long long upto)
 		log_msg("warning", "the page's lease (token %lld) ended before it was acknowledged:"
 				" another forwarder delivers it again, and JetStream drops the copies",
 				token);
+	else if (!ok)
+		relay_call_failed(f, res, "eo_relay_ack");
 	PQclear(res);
 	return ok;
 }
 
+/*
+ * An event not delivered, said once per cause per 30 s (log.c): while
+ * NATS is away every event of a backlog fails the same way, each ack-wait.
+ */
 static void
 log_failure(Forwarder *f, Page *p, int i)
 {
 	char		agg_type[80],
 				agg_id[80],
 				type[80],
-				cause[300];
+				cause[300],
+				key[160];
 
-	log_msg("error", "event %s (outbox \"%s\", aggregate \"%s\" \"%s\", type \"%s\", seq %lld)"
+	f->not_delivered++;
+	snprintf(key, sizeof(key), "not delivered: %s", p->cause[i]);
+	log_limited(key, "error", "event %s (outbox \"%s\", aggregate \"%s\" \"%s\", type \"%s\", seq %lld)"
 			" was not delivered: %s",
 			p->ev[i].id, f->cfg->outbox,
 			printable(p->ev[i].aggregatetype, agg_type, sizeof(agg_type)),
@@ -423,6 +482,11 @@ ack_whole_parts(Forwarder *f, Page *p, int *delivered)
 		res = pg_exec_statement(f->pg, &ack_all_stmt, params);
 	}
 	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!ok && !sqlstate_is(res, "55006"))
+	{
+		(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_ack_pages");
+		relay_call_failed(f, res, "eo_relay_ack_pages");
+	}
 	PQclear(res);
 	free(tokens);
 	if (ok)
@@ -450,6 +514,8 @@ settle(Forwarder *f, Page *p)
 	if (all)
 		crash_point("after-puback");
 	wholes_acked = ack_whole_parts(f, p, &delivered);
+	if (f->stop_code >= 0)
+		return false;
 	for (int from = 0, to; from < p->n; from = to)
 	{
 		for (to = from + 1; to < p->n && p->ev[to].token == p->ev[from].token; to++)
@@ -459,6 +525,8 @@ settle(Forwarder *f, Page *p)
 			delivered += settle_part(f, p, from, to);
 	}
 	f->events += delivered;
+	if (!all)
+		f->failed = true;
 	if (all)
 	{
 		f->pages++;
@@ -483,14 +551,16 @@ check_stream(Forwarder *f)
 	s = js_GetStreamInfo(&si, f->js, f->cfg->stream, NULL, &code);
 	if (s != NATS_OK)
 	{
-		log_msg("error", "stream \"%s\": %s", f->cfg->stream,
-				s == NATS_NOT_FOUND ? "it does not exist" : nats_error(s));
+		log_msg("error", "stream \"%s\": %s; stopping", f->cfg->stream,
+				s == NATS_NOT_FOUND ? "it does not exist (eo_nats stream-add makes it)"
+				: nats_error(s));
 		return false;
 	}
 	if (si->Config->Duplicates / 1000000000LL < f->cfg->lease_secs * 2)
 		log_msg("warning", "stream \"%s\" drops copies of an event only within %lld s,"
 				" less than twice the page lease (%d s): an event whose page came back"
-				" after a crash may be stored twice",
+				" after a crash may be stored twice (eo_nats stream-update --duplicate-window"
+				" changes it)",
 				f->cfg->stream, (long long) (si->Config->Duplicates / 1000000000LL),
 				f->cfg->lease_secs);
 	jsStreamInfo_Destroy(si);
@@ -501,22 +571,33 @@ static bool
 nats_setup(Forwarder *f)
 {
 	jsOptions	jo;
+	int			rc;
+	natsStatus	s;
 
-	f->nc = nats_connect(f->cfg);
+	f->nc = nats_connect(f->cfg, &rc);
 	if (f->nc == NULL)
+	{
+		f->stop_code = rc;
 		return false;
+	}
 	jsOptions_Init(&jo);
 	jo.PublishAsync.AckHandler = on_puback;
 	jo.PublishAsync.AckHandlerClosure = f;
 	jo.PublishAsync.MaxPending = f->cfg->max_events;
 	jo.Wait = f->cfg->ack_wait_ms;
-	if (natsConnection_JetStream(&f->js, f->nc, &jo) != NATS_OK)
+	if ((s = natsConnection_JetStream(&f->js, f->nc, &jo)) != NATS_OK)
 	{
-		log_msg("error", "JetStream: %s", nats_error(NATS_ERR));
+		log_msg("error", "JetStream: %s", nats_error(s));
+		f->stop_code = EO_EXIT_FAILED;
 		return false;
 	}
 	f->max_payload = natsConnection_GetMaxPayload(f->nc);
-	return check_stream(f);
+	if (!check_stream(f))
+	{
+		f->stop_code = EO_EXIT_CONFIG;
+		return false;
+	}
+	return true;
 }
 
 /*
@@ -547,31 +628,30 @@ wait_for_events(Forwarder *f)
 	PGresult   *res;
 
 	snprintf(linger, sizeof(linger), "%d ms", f->cfg->linger_ms);
-	if (f->group_wait)
+	/* a stop cancels the wait: it would sleep up to 5 s */
+	if (!stop_cancels(f->pg))
+		return;
+	res = pg_exec_statement(f->pg, f->group_wait ? &wait_stmt : &wait_plain_stmt, params);
+	(void) stop_cancels(NULL);
+	if (f->group_wait && sqlstate_is(res, "42883"))
 	{
-		res = pg_exec_statement(f->pg, &wait_stmt, params);
-		if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		{
-			PQclear(res);
-			return;
-		}
 		/* eo older than 0.3.0 in this database (not updated yet): the plain doorbell */
-		if (!sqlstate_is(res, "42883"))
-		{
-			(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait");
-			PQclear(res);
-			return;
-		}
 		log_msg("warning", "this database's eo has no eo_relay_wait with a group (0.3.0):"
 				" waiting without it (no --linger-ms) until ALTER EXTENSION eo UPDATE");
-		PQclear(res);
 		f->group_wait = false;
-		return;					/* fetch first: that wait sleeps after an empty fetch only */
 	}
-	res = pg_exec_statement(f->pg, &wait_plain_stmt, params);
-
-	(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait");
+	else if (!stop_requested && !pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_wait"))
+		relay_call_failed(f, res, "eo_relay_wait");
 	PQclear(res);
+}
+
+/* The exit status: a stop's, or 1 if --once met any failure. */
+static int
+exit_status(Forwarder *f)
+{
+	if (f->stop_code >= 0)
+		return f->stop_code;
+	return f->cfg->once && f->failed ? EO_EXIT_FAILED : EO_EXIT_OK;
 }
 
 int
@@ -585,23 +665,27 @@ forward_main(const Config *cfg)
 	if (!subject_template_valid(cfg->subject, why, sizeof(why)))
 	{
 		log_msg("error", "--subject \"%s\": %s", cfg->subject, why);
-		return 2;
+		return EO_EXIT_USAGE;
 	}
 	memset(&f, 0, sizeof(f));
 	f.cfg = cfg;
 	f.group_wait = true;
 	f.ack_pages = true;
+	f.stop_code = -1;
 	pthread_mutex_init(&f.lock, NULL);
-	if (!nats_setup(&f))
-		return 1;
-	log_msg("info", "forwarding consumer group \"%s\" of outbox \"%s\" to subjects \"%s\"",
-			cfg->group, cfg->outbox, cfg->subject);
-	while (!stop_requested)
+	if (nats_setup(&f))
+		log_msg("info", "forwarding consumer group \"%s\" of outbox \"%s\" to subjects \"%s\"",
+				cfg->group, cfg->outbox, cfg->subject);
+	while (!stop_requested && f.stop_code < 0)
 	{
 		Page		p;
+		int			rc;
 
-		if ((f.pg = pg_ensure(f.pg, cfg)) == NULL)
+		if ((f.pg = pg_ensure(f.pg, cfg, &rc)) == NULL)
+		{
+			f.stop_code = rc;
 			break;
+		}
 		if (natsConnection_IsClosed(f.nc) && !nats_reset(&f))
 			break;
 		if (caught_up)
@@ -618,6 +702,8 @@ forward_main(const Config *cfg)
 		}
 		if (!fetch(&f, &p))
 		{
+			if (cfg->once && failures >= 4)
+				break;
 			sleep_ms(backoff_ms(failures++, 10000));
 			continue;
 		}
@@ -636,13 +722,19 @@ forward_main(const Config *cfg)
 			failures = 0;
 			caught_up = f.group_wait && !cfg->once && p.n < cfg->max_events;
 		}
+		else if (cfg->once && failures >= 4)
+		{
+			page_free(&p);
+			break;				/* exit 1: what failed comes back to the next run */
+		}
 		else
 			sleep_ms(backoff_ms(failures++, 30000));
 		page_free(&p);
 	}
-	log_msg("info", "stopping: %lld events delivered in %lld pages", f.events, f.pages);
+	log_msg("info", "stopping: %lld events delivered in %lld pages%s", f.events, f.pages,
+			f.not_delivered > 0 ? "; some were not (see above): they come back" : "");
 	PQfinish(f.pg);
 	jsCtx_Destroy(f.js);
 	natsConnection_Destroy(f.nc);
-	return 0;
+	return exit_status(&f);
 }

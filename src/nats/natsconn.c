@@ -151,20 +151,41 @@ make_options(const Config *cfg)
 	return opts;
 }
 
+/*
+ * What to tell an operator whose credentials NATS refused: the options
+ * and variables they came from.
+ */
+static void
+log_refused(const Config *cfg, const char *shown, natsStatus s)
+{
+	log_msg("error", "NATS at %s refused the credentials (%s): check %s; stopping",
+			shown, nats_error(s),
+			cfg->creds_file ? "--creds" : cfg->nkey_seed_file ? "--nkey and --nkey-public" :
+			cfg->user ? "--user and $NATS_PASSWORD" :
+			getenv("NATS_TOKEN") ? "$NATS_TOKEN" :
+			"the server's authorization (no --user, --creds, --nkey or $NATS_TOKEN was given)");
+}
+
 natsConnection *
-nats_connect(const Config *cfg)
+nats_connect(const Config *cfg, int *exit_code)
 {
 	natsOptions *opts = make_options(cfg);
 	natsConnection *nc = NULL;
 	char		shown[512];
 	bool		patient;
 
+	*exit_code = EO_EXIT_CONFIG;
 	if (opts == NULL)
 		return NULL;
+	if (cfg->user && getenv("NATS_PASSWORD") == NULL)
+		log_msg("warning", "--user \"%s\" is given but $NATS_PASSWORD is not set:"
+				" connecting with an empty password", cfg->user);
 	/* forward and apply wait for NATS as long as it takes; the others do not */
-	patient = strcmp(cfg->command, "forward") == 0 || strcmp(cfg->command, "apply") == 0;
+	patient = (strcmp(cfg->command, "forward") == 0 || strcmp(cfg->command, "apply") == 0) &&
+		!cfg->once;
 	redact(cfg->nats_url, shown, sizeof(shown));
-	for (int attempt = 0; !stop_requested && (patient || attempt < 5); attempt++)
+	*exit_code = EO_EXIT_OK;
+	for (int attempt = 0; !stop_requested; attempt++)
 	{
 		natsStatus	s = natsConnection_Connect(&nc, opts);
 
@@ -173,10 +194,44 @@ nats_connect(const Config *cfg)
 			log_msg("info", "connected to NATS at %s", shown);
 			break;
 		}
-		log_msg("warning", "cannot connect to NATS at %s: %s; trying again", shown, nats_error(s));
 		nc = NULL;
+		if (nats_error_kind(s) == ERR_CONFIG)
+		{
+			log_refused(cfg, shown, s);
+			*exit_code = EO_EXIT_CONFIG;
+			break;
+		}
+		log_limited("nats connect", "warning", "cannot connect to NATS at %s: %s%s", shown,
+					nats_error(s), patient || attempt < 4 ? "; trying again" : "");
+		if (!patient && attempt >= 4)
+		{
+			*exit_code = EO_EXIT_FAILED;
+			break;
+		}
 		sleep_ms(backoff_ms(attempt, 5000));
 	}
 	natsOptions_Destroy(opts);
 	return nc;
+}
+
+/* A JetStream context on a new connection, or NULL with *exit_code set. */
+jsCtx *
+nats_jetstream(const Config *cfg, natsConnection **nc, int *exit_code)
+{
+	jsCtx	   *js = NULL;
+	natsStatus	s;
+
+	*nc = nats_connect(cfg, exit_code);
+	if (*nc == NULL)
+		return NULL;
+	s = natsConnection_JetStream(&js, *nc, NULL);
+	if (s != NATS_OK)
+	{
+		log_msg("error", "JetStream is not available: %s", nats_error(s));
+		*exit_code = EO_EXIT_FAILED;
+		natsConnection_Destroy(*nc);
+		*nc = NULL;
+		return NULL;
+	}
+	return js;
 }

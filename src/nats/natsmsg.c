@@ -134,29 +134,6 @@ subject_of(const Config *cfg, const Event *e)
 	return out;
 }
 
-void
-json_init(JsonBuf *b)
-{
-	b->cap = 256;
-	b->len = 0;
-	b->data = malloc(b->cap);
-	b->data[0] = '\0';
-}
-
-void
-json_add(JsonBuf *b, const char *s)
-{
-	size_t		n = strlen(s);
-
-	if (b->len + n + 1 > b->cap)
-	{
-		b->cap = (b->len + n + 1) * 2;
-		b->data = realloc(b->data, b->cap);
-	}
-	memcpy(b->data + b->len, s, n + 1);
-	b->len += n;
-}
-
 /*
  * Does "nats-" (any case) start at `c`?  nats-server finds a header by the
  * first place its name appears in the header block, values included: a
@@ -166,37 +143,6 @@ static bool
 nats_name_at(const char *c)
 {
 	return strncasecmp(c, "nats-", 5) == 0;
-}
-
-/*
- * `s` as a JSON string: quoted, with '"', '\\' and control bytes escaped,
- * and with `guard` the first letter of every "nats-" too.
- */
-static void
-json_quote(JsonBuf *b, const char *s, bool guard)
-{
-	char		esc[8];
-
-	json_add(b, "\"");
-	for (const unsigned char *c = (const unsigned char *) s; *c; c++)
-	{
-		if (guard && nats_name_at((const char *) c))
-			snprintf(esc, sizeof(esc), "\\u%04x", *c);
-		else if (*c == '"' || *c == '\\')
-			snprintf(esc, sizeof(esc), "\\%c", *c);
-		else if (*c < 0x20)
-			snprintf(esc, sizeof(esc), "\\u%04x", *c);
-		else
-			snprintf(esc, sizeof(esc), "%c", *c);
-		json_add(b, esc);
-	}
-	json_add(b, "\"");
-}
-
-void
-json_string(JsonBuf *b, const char *s)
-{
-	json_quote(b, s, false);
 }
 
 /* Does `s` hold "nats-", in any case? */
@@ -221,7 +167,7 @@ header_value(const char *value)
 	if (value[0] != '\0' && strpbrk(value, "\r\n") == NULL && !holds_nats_name(value))
 		return strdup(value);
 	json_init(&b);
-	json_quote(&b, value, true);
+	json_quote(&b, value, nats_name_at);
 	return b.data;
 }
 
