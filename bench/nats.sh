@@ -31,7 +31,9 @@
 # Settings (environment): ROUNDS=3, SECS=12, PRODUCERS=2, PACED_RATE=200,
 # DRAIN_EVENTS=20000, POLL_MS=50, PAGE=500, CONTENDERS="eo hand pgq",
 # PHASES="saturation paced drain", EO_LINGER_MS=0 (eo_nats forward
-# --linger-ms).
+# --linger-ms), EO_NATS_BASE (an eo_nats binary to compare with: the
+# contender eo_base runs the eo pipeline with it, e.g.
+# CONTENDERS="eo eo_base" to measure a change of eo_nats alone).
 #
 # Usage, as root, from a clone: bash bench/nats.sh   (about 15 minutes)
 # Output: bench/results/nats-<timestamp>/summary.md and runs.csv.
@@ -51,6 +53,7 @@ DRAIN_EVENTS=${DRAIN_EVENTS:-20000}
 POLL_MS=${POLL_MS:-50}
 PAGE=${PAGE:-500}
 EO_LINGER_MS=${EO_LINGER_MS:-0}   # eo_nats forward --linger-ms (its default: 0)
+EO_NATS_BASE=${EO_NATS_BASE:-}
 CONTENDERS=${CONTENDERS:-"eo hand pgq"}
 PHASES=${PHASES:-"saturation paced drain"}
 PIDS=()
@@ -115,7 +118,7 @@ EOF
 # The stream of contender $1 (fresh server: empty).
 stream_add() {
     local subjects
-    case $1 in eo) subjects='bo.>' ;; hand) subjects='hand.>' ;; pgq) subjects='pgq.>' ;; esac
+    case $1 in eo | eo_base) subjects='bo.>' ;; hand) subjects='hand.>' ;; pgq) subjects='pgq.>' ;; esac
     "$PGBIN/eo_nats" stream-add --nats "$NATS" --stream S --subjects "$subjects" \
         --duplicate-window 120 >/dev/null
 }
@@ -131,13 +134,16 @@ start_pipeline() {
     local c=$1 shop="host=$PGHOST port=$PGPORT user=postgres dbname=shop"
     local inbox="host=$PGHOST port=$PGPORT user=postgres dbname=inbox"
     case $c in
-        eo)
-            PGAPPNAME=relay start_bg "$PGBIN/eo_nats" forward --pg "$shop" --nats "$NATS" \
+        eo | eo_base)
+            local bin=$PGBIN/eo_nats
+            [ "$c" = eo ] || bin=$EO_NATS_BASE
+            PGAPPNAME=relay start_bg "$bin" forward --pg "$shop" --nats "$NATS" \
                 --outbox bo --group nats --stream S --max-events "$PAGE" \
                 --linger-ms "$EO_LINGER_MS"
-            PGAPPNAME=consumer start_bg "$PGBIN/eo_nats" apply --pg "$inbox" --nats "$NATS" \
+            # (eo_nats runs --sql with search_path pg_catalog: the table by its schema)
+            PGAPPNAME=consumer start_bg "$bin" apply --pg "$inbox" --nats "$NATS" \
                 --stream S --durable c --scope nats --batch "$PAGE" --sql \
-                "INSERT INTO applied VALUES (\$1, (\$3 ->> 't')::timestamptz, \$5, clock_timestamp())"
+                "INSERT INTO public.applied VALUES (\$1, (\$3 ->> 't')::timestamptz, \$5, clock_timestamp())"
             ;;
         hand | pgq)
             PGAPPNAME=relay start_bg "$EO_TMP/pipeline" relay "$c" --pg "$shop" --nats "$NATS" \
@@ -158,7 +164,7 @@ stop_pipeline() {
 # The producer's one statement for contender $1.
 producer_sql() {
     case $1 in
-        eo) echo "SELECT eo_emit('bo', 'order', (random() * 1000)::int::text, 'E', jsonb_build_object('t', clock_timestamp()));" ;;
+        eo | eo_base) echo "SELECT eo_emit('bo', 'order', (random() * 1000)::int::text, 'E', jsonb_build_object('t', clock_timestamp()));" ;;
         hand) echo "INSERT INTO hand_outbox (aggregateid, payload) VALUES ((random() * 1000)::int::text, jsonb_build_object('t', clock_timestamp()));" ;;
         pgq) echo "SELECT pgq.insert_event('benchq', 'E', jsonb_build_object('t', clock_timestamp())::text);" ;;
     esac
@@ -168,7 +174,7 @@ producer_sql() {
 preload() {
     local c=$1 sql
     case $c in
-        eo) sql="SELECT count(eo_emit('bo', 'order', (random() * 1000)::int::text, 'E', jsonb_build_object('t', clock_timestamp()))) FROM generate_series(1, 100)" ;;
+        eo | eo_base) sql="SELECT count(eo_emit('bo', 'order', (random() * 1000)::int::text, 'E', jsonb_build_object('t', clock_timestamp()))) FROM generate_series(1, 100)" ;;
         hand) sql="INSERT INTO hand_outbox (aggregateid, payload) SELECT (random() * 1000)::int::text, jsonb_build_object('t', clock_timestamp()) FROM generate_series(1, 100)" ;;
         pgq) sql="SELECT count(pgq.insert_event('benchq', 'E', jsonb_build_object('t', clock_timestamp())::text)) FROM generate_series(1, 100)" ;;
     esac
@@ -180,7 +186,7 @@ preload() {
 
 produced() {
     case $1 in
-        eo) BENCH_DB=shop bq -c "SELECT count(*) FROM bo" ;;
+        eo | eo_base) BENCH_DB=shop bq -c "SELECT count(*) FROM bo" ;;
         hand) BENCH_DB=shop bq -c "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM hand_outbox_id_seq" ;;
         pgq) BENCH_DB=shop bq -c "SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = 'benchq'" |
                  { read -r t; BENCH_DB=shop bq -c "SELECT count(*) FROM $t"; } ;;
@@ -260,6 +266,7 @@ command -v nats-server >/dev/null || die "nats-server missing"
 make_scratch
 bench_build_install
 [ -x "$PGBIN/eo_nats" ] || die "eo_nats was not built (libnats-dev missing?)"
+[[ " $CONTENDERS " != *" eo_base "* ]] || [ -x "$EO_NATS_BASE" ] || die "eo_base needs EO_NATS_BASE"
 cc -O2 -Wall -o "$EO_TMP/pipeline" "$BENCH_DIR/nats/pipeline.c" \
     $(pkg-config --cflags --libs libnats) -I"$("$PG_CONFIG" --includedir)" -lpq ||
     die "bench/nats/pipeline.c did not build"

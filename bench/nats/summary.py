@@ -17,7 +17,8 @@ by = {}
 for r in rows:
     by.setdefault((r["contender"], r["phase"]), []).append(r)
 phases = [p for p in ["saturation", "paced", "drain"] if any(k[1] == p for k in by)]
-contenders = [c for c in ["eo", "hand", "pgq"] if any(k[0] == c for k in by)]
+contenders = [c for c in ["eo", "eo_base", "hand", "pgq"] if any(k[0] == c for k in by)]
+others = [c for c in ["eo_base", "hand", "pgq"] if c in contenders]
 
 
 def med(c, p, col):
@@ -54,11 +55,13 @@ for p in phases:
               f"{med(c, p, 'stream_p99_ms'):.1f} | {med(c, p, 'effect_p50_ms'):.1f} / {med(c, p, 'effect_p99_ms'):.1f} | "
               f"{med(c, p, 'relay_cpu_us'):.0f} | {med(c, p, 'consumer_cpu_us'):.0f} |")
 print()
-print("| ratio (eo / other, per round: median (range)) | vs hand | vs pgq |")
-print("|---|---|---|")
+print("| ratio (eo / other, per round: median (range)) | " + " | ".join(f"vs {o}" for o in others) + " |")
+print("|---|" + "---|" * len(others))
 for p in phases:
-    print(f"| {p}: events/s | {fmt_ratio(ratios(p, 'events_per_s', 'hand'))} | {fmt_ratio(ratios(p, 'events_per_s', 'pgq'))} |")
-    print(f"| {p}: relay CPU per event | {fmt_ratio(ratios(p, 'relay_cpu_us', 'hand'))} | {fmt_ratio(ratios(p, 'relay_cpu_us', 'pgq'))} |")
+    for col, what in [("events_per_s", "events/s"), ("stream_p99_ms", "stream p99"),
+                      ("effect_p99_ms", "effect p99"), ("relay_cpu_us", "relay CPU per event"),
+                      ("consumer_cpu_us", "consumer CPU per event")]:
+        print(f"| {p}: {what} | " + " | ".join(fmt_ratio(ratios(p, col, o)) for o in others) + " |")
 print()
 
 
@@ -66,6 +69,8 @@ def target(name, ok):
     print(f"- {name}: {'met' if ok else 'missed'}")
 
 
+if "hand" not in contenders or "pgq" not in contenders:
+    sys.exit(0)
 print("Targets (the forwarder issue):\n")
 if "saturation" in phases:
     target("saturation events/s >= 1.5x hand", med("eo", "saturation", "events_per_s") >= 1.5 * med("hand", "saturation", "events_per_s"))

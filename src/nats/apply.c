@@ -609,8 +609,14 @@ apply_list(Applier *a, natsMsgList *list)
 	else
 		for (int i = 0; i < n; i++)
 		{
-			Outcome		o = stop_requested ? PASSING : apply_one(a, msgs[i], ids[i]);
+			Outcome		o;
 
+			if (stop_requested)
+			{
+				give_back(a, msgs, ids, i, n, STOP);	/* at once, for the next start */
+				break;
+			}
+			o = apply_one(a, msgs[i], ids[i]);
 			answer(a, msgs[i], o, ids[i]);
 			if (o == PASSING || o == STOP || o == LOST)
 			{

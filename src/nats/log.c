@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  * log.c
  *	  eo_nats's log: one line per message on stderr (systemd's journal
- *	  keeps it), values from producers made printable, and repeated
- *	  errors of one cause said once per interval with a count.
+ *	  keeps it), control bytes in it made '?' (so that no value a producer
+ *	  or publisher chose can forge a line), and repeated errors of one
+ *	  cause said once per interval with a count.
  *
  * Why the limit.  While NATS or PostgreSQL is away, every event and every
  * retry meets the same error; a backlog of 100,000 events would write as
@@ -53,6 +54,13 @@ log_line(const char *level, const char *suffix, const char *fmt, va_list ap)
 	gmtime_r(&tv.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	vsnprintf(text, sizeof(text), fmt, ap);
+	/*
+	 * One line, whatever a value in it holds: a producer's aggregate, a
+	 * publisher's Nats-Msg-Id or subject, a server's message.
+	 */
+	for (char *c = text; *c; c++)
+		if ((unsigned char) *c < 0x20 || *c == 0x7f)
+			*c = '?';
 	fprintf(stderr, "%s.%03dZ eo_nats %s: %s%s\n", when, (int) (tv.tv_usec / 1000), level,
 			text, suffix);
 	fflush(stderr);

@@ -10,18 +10,27 @@
  * without their user information.
  *-------------------------------------------------------------------------
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "eo_nats.h"
 
+
+/* The library's last error, without the "(file.c:123): " it starts with. */
 const char *
 nats_error(natsStatus s)
 {
 	const char *last = nats_GetLastError(NULL);
+	const char *cut;
 
-	return last != NULL && last[0] != '\0' ? last : natsStatus_GetText(s);
+	if (last == NULL || last[0] == '\0')
+		return natsStatus_GetText(s);
+	if (last[0] == '(' && (cut = strstr(last, "): ")) != NULL)
+		return cut + 3;
+	return last;
 }
 
 /*
@@ -166,14 +175,38 @@ log_refused(const Config *cfg, const char *shown, natsStatus s)
 			"the server's authorization (no --user, --creds, --nkey or $NATS_TOKEN was given)");
 }
 
+/*
+ * The library's threads are started with SIGINT and SIGTERM blocked (they
+ * inherit the mask of the thread that starts them), so that a stop is
+ * always handled by the main thread: process.c's handler uses PQcancel's
+ * object, which only the main thread changes.
+ */
+static void
+stops_blocked(bool block, sigset_t *before)
+{
+	sigset_t	stops;
+
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	if (block)
+		pthread_sigmask(SIG_BLOCK, &stops, before);
+	else
+		pthread_sigmask(SIG_SETMASK, before, NULL);
+}
+
 natsConnection *
 nats_connect(const Config *cfg, int *exit_code)
 {
-	natsOptions *opts = make_options(cfg);
+	sigset_t	before;
+	natsOptions *opts;
 	natsConnection *nc = NULL;
 	char		shown[512];
 	bool		patient;
 
+	stops_blocked(true, &before);
+	opts = make_options(cfg);
+	stops_blocked(false, &before);
 	*exit_code = EO_EXIT_CONFIG;
 	if (opts == NULL)
 		return NULL;
@@ -187,7 +220,11 @@ nats_connect(const Config *cfg, int *exit_code)
 	*exit_code = EO_EXIT_OK;
 	for (int attempt = 0; !stop_requested; attempt++)
 	{
-		natsStatus	s = natsConnection_Connect(&nc, opts);
+		natsStatus	s;
+
+		stops_blocked(true, &before);
+		s = natsConnection_Connect(&nc, opts);
+		stops_blocked(false, &before);
 
 		if (s == NATS_OK)
 		{
