@@ -68,7 +68,16 @@ typedef struct Applier
 	bool		failed;			/* anything failed: --once exits 1 */
 	int			pauses;			/* passing troubles in a row */
 	int			stop_code;		/* >= 0: stop with this exit code */
+	bool		sql_worked;		/* the last --sql run succeeded */
+	int			sql_failures;	/* --sql failed on this many messages in a row */
 } Applier;
+
+/*
+ * --sql failed on the data of this many messages in a row, none applied
+ * in between: it is --sql that is wrong (a cast of $1 to uuid, a column
+ * it forgets), not each message.  Stop, give them back.
+ */
+#define SQL_FAILURES_MAX 3
 
 /* The message's headers as a JSON object {key: value or [values]}. */
 static char *
@@ -179,7 +188,7 @@ static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb
 
 /* Each message's statements, prepared once per session (pgconn.c). */
 static PgStatement claim_stmt = {"eo_claim", "SELECT status FROM @eo.eo_claim($1, scope => $2)", 2, claim_types};
-static PgStatement fail_stmt = {"eo_fail", "SELECT @eo.eo_fail($1, $2, retry_after => '5 s',"
+static PgStatement fail_stmt = {"eo_fail", "SELECT @eo.eo_fail($1, $2, retry_after => '5 s'::pg_catalog.interval,"
 " scope => $3, sqlstate => $4)", 4, fail_types};
 static PgStatement sql_stmt = {"eo_apply", NULL, 5, sql_types, true};	/* --sql */
 
@@ -233,17 +242,43 @@ record_failure(Applier *a, const char *id, PGresult *err)
 	return o;
 }
 
-/* --sql or COMMIT failed: whose fault was it? */
+/*
+ * --sql or COMMIT failed: whose fault was it?  A failure on the message's
+ * data is recorded against it (eo_fail: a retry, or final as
+ * eo.final_sqlstates says, which no fix of --sql can undo) only when --sql
+ * has just worked on another message; before that it may be --sql that is
+ * wrong, for every message (a cast of $1 to uuid, a column it forgets),
+ * and an apply restarted by systemd with the same --sql would give up each
+ * message it meets first.  So then the message is only offered again,
+ * and SQL_FAILURES_MAX failures in a row stop apply.
+ */
 static Outcome
 sql_failed(Applier *a, PGresult *res, const char *id, const char *what)
 {
 	ErrorKind	kind = pg_error_kind(a->pg, res, BLAME_DATA);
+	Outcome		o;
 
 	(void) pg_ok(a->pg, res, PGRES_COMMAND_OK, what);
 	if (pg_conn_lost(a->pg))
 		return LOST;
+	if (kind == ERR_MESSAGE && ++a->sql_failures >= SQL_FAILURES_MAX)
+	{
+		if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
+			return LOST;
+		log_msg("error", "stopping: %s failed on %d messages in a row, none applied between"
+				" (the last with %s): --sql, not each message, looks wrong; fix it and start"
+				" eo_nats apply again: they were given back, none was given up",
+				what, a->sql_failures, sqlstate_of(res));
+		return STOP;
+	}
+	if (kind == ERR_MESSAGE && !a->sql_worked)
+		return run(a->pg, "ROLLBACK", PGRES_COMMAND_OK) ? FAILED_RETRY : LOST;
 	if (kind == ERR_MESSAGE)
-		return record_failure(a, id, res);
+	{
+		o = record_failure(a, id, res);
+		a->sql_worked = false;
+		return o;
+	}
 	if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
 		return LOST;
 	return not_the_message(a, kind, res, what);
@@ -424,6 +459,11 @@ answer(Applier *a, natsMsg *msg, Outcome o, const char *id)
 			 */
 			s = natsMsg_Ack(msg, NULL);
 			(*(o == APPLIED ? &a->tally.applied : &a->tally.duplicates))++;
+			if (o == APPLIED)
+			{
+				a->sql_worked = true;
+				a->sql_failures = 0;
+			}
 			break;
 		case BUSY:
 			s = natsMsg_NakWithDelay(msg, RETRY_MS, NULL);
@@ -584,13 +624,18 @@ apply_list(Applier *a, natsMsgList *list)
 		const char *id = NULL;
 		Args		args;
 
-		if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
+		if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL || id[0] == '\0')
 		{
-			/* not ours, or headers the library could not read: leave it to a person */
-			log_limited("no Nats-Msg-Id", "error", "a message on \"%s\" has no Nats-Msg-Id, so it"
-						" cannot be claimed; it is not acknowledged (JetStream offers it again in"
-						" a minute)", natsMsg_GetSubject(msg));
-			natsMsg_NakWithDelay(msg, 60000, NULL);
+			/*
+			 * Not a message eo_nats forward made: it can never be
+			 * claimed, and offered again for ever it would take a place
+			 * of MaxAckPending each time.  The stream keeps it.
+			 */
+			log_msg("error", "a message on \"%s\" has no Nats-Msg-Id, so it cannot be claimed:"
+					" terminated (the stream keeps it; eo_nats dump shows it)",
+					natsMsg_GetSubject(msg));
+			natsMsg_Term(msg, NULL);
+			a->tally.terminated++;
 			a->failed = true;
 			continue;
 		}
@@ -632,6 +677,31 @@ apply_list(Applier *a, natsMsgList *list)
 }
 
 /*
+ * --scope can be claimed in: it exists, belongs to this role (or one it
+ * is a member of), and is text the database can hold.  Found out with a
+ * claim that is rolled back, so that a mistake in it stops apply (exit 3)
+ * rather than being taken for a fault of each message's id.
+ */
+static bool
+scope_usable(Applier *a)
+{
+	const char *params[2] = {"eo_nats: is the scope usable?", a->cfg->scope};
+	PGresult   *res;
+	bool		ok;
+
+	if (!run(a->pg, "BEGIN", PGRES_COMMAND_OK))
+		return false;
+	res = pg_exec_statement(a->pg, &claim_stmt, params);
+	ok = pg_ok(a->pg, res, PGRES_TUPLES_OK, "claiming in --scope");
+	if (!ok)
+		log_msg("error", "--scope \"%s\" cannot be claimed in by role \"%s\" (see the line"
+				" before): make it with eo_scope_create(name, owner => role); stopping",
+				a->cfg->scope, PQuser(a->pg));
+	PQclear(res);
+	return run(a->pg, "ROLLBACK", PGRES_COMMAND_OK) && ok;
+}
+
+/*
  * Checks before the first message: the role may use eo_claim and eo_fail
  * (nothing is granted to PUBLIC), and --sql prepares (a syntax error, a
  * table or function it names that is not there, as the search_path
@@ -658,6 +728,8 @@ ready_to_apply(Applier *a)
 		ok = false;
 	}
 	PQclear(res);
+	if (ok)
+		ok = scope_usable(a);
 	if (ok && (res = pg_prepare(a->pg, &sql_stmt)) != NULL)
 	{
 		(void) pg_ok(a->pg, res, PGRES_COMMAND_OK, "preparing --sql");

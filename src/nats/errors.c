@@ -33,7 +33,10 @@ in_classes(const char *state, const char *const *classes)
  * connection's) of a statement that `blames`:
  *	  BLAME_CLAIM: eo_claim of the message's id refused the id itself
  *				   (class 22: empty, not in the database's encoding; 54:
- *				   too long);
+ *				   too long), or replayed the final failure of its --sql
+ *				   (eo_claim raises it again, with its SQLSTATE: one of
+ *				   BLAME_DATA's, the only ones apply records);
+ *				   the scope was checked at start (apply.c);
  *	  BLAME_DATA:  the user's --sql or its COMMIT failed on the message's
  *				   data (22 data exception, 23 constraint, 44 check
  *				   option, 54 a limit, P0 raised by a function);
@@ -46,7 +49,8 @@ sql_error_kind(const char *state, Blame blames)
 	static const char *const passing[] = {
 		"08", "40", "53", "55", "57", "58", "XX", "25006", NULL
 	};
-	static const char *const claim[] = {"22", "54", NULL};
+	/* a replayed final failure is raised with its own SQLSTATE: as --sql's */
+	static const char *const claim[] = {"22", "23", "44", "54", "P0", NULL};
 	static const char *const data[] = {"22", "23", "44", "54", "P0", NULL};
 
 	if (state == NULL || strlen(state) != 5)

@@ -63,16 +63,29 @@
 	"     E'\\n' ORDER BY h.key)" \
 	"   FROM jsonb_each(headers) h" \
 	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" \
-	" FROM @eo.eo_relay_fetch($1, $2, $3::int4, make_interval(secs => $4::float8), $5::int4, true)"
+	" FROM @eo.eo_relay_fetch($1, $2, $3, make_interval(secs => $4), $5, true)"
 
-static PgStatement fetch_stmt = {"eo_fetch", FETCH_SQL, 5};
-static PgStatement ack_stmt = {"eo_ack", "SELECT @eo.eo_relay_ack($1, $2, $3::int8)", 3};
-static PgStatement ack_upto_stmt = {"eo_ack_upto", "SELECT @eo.eo_relay_ack($1, $2, $3::int8, $4::int8)", 4};
-static PgStatement ack_pages_stmt = {"eo_ack_pages", "SELECT @eo.eo_relay_ack_pages($1, $2, $3::int8[])", 3};
+/*
+ * Every parameter and literal typed (OIDs: text 25, int4 23, int8 20,
+ * float8 701, interval 1186, int8[] 1016): an untyped one would let an
+ * overload of eo's function that takes text there win over eo's own.
+ */
+static const Oid fetch_types[5] = {25, 25, 23, 701, 23};
+static const Oid ack_types[4] = {25, 25, 20, 20};
+static const Oid ack_pages_types[3] = {25, 25, 1016};
+static const Oid wait_types[3] = {25, 25, 1186};
+
+static PgStatement fetch_stmt = {"eo_fetch", FETCH_SQL, 5, fetch_types};
+static PgStatement ack_stmt = {"eo_ack", "SELECT @eo.eo_relay_ack($1, $2, $3)", 3, ack_types};
+static PgStatement ack_upto_stmt = {"eo_ack_upto", "SELECT @eo.eo_relay_ack($1, $2, $3, $4)", 4, ack_types};
+static PgStatement ack_pages_stmt = {"eo_ack_pages", "SELECT @eo.eo_relay_ack_pages($1, $2, $3)", 3,
+ack_pages_types};
 static PgStatement ack_all_stmt = {"eo_ack_all", "SELECT pg_catalog.sum(@eo.eo_relay_ack($1, $2, t))"
-" FROM pg_catalog.unnest($3::int8[]) t", 3};
-static PgStatement wait_stmt = {"eo_wait", "SELECT @eo.eo_relay_wait($1, '5 s', $2, $3::interval)", 3};
-static PgStatement wait_plain_stmt = {"eo_wait_plain", "SELECT @eo.eo_relay_wait($1, '5 s')", 1};
+" FROM pg_catalog.unnest($3) t", 3, ack_pages_types};
+static PgStatement wait_stmt = {"eo_wait", "SELECT @eo.eo_relay_wait($1, '5 s'::pg_catalog.interval,"
+" $2, $3)", 3, wait_types};
+static PgStatement wait_plain_stmt = {"eo_wait_plain", "SELECT @eo.eo_relay_wait($1,"
+" '5 s'::pg_catalog.interval)", 1, wait_types};
 
 typedef enum
 {
@@ -131,6 +144,20 @@ relay_call_failed(Forwarder *f, PGresult *res, const char *what)
 	f->stop_code = EO_EXIT_CONFIG;
 }
 
+/*
+ * Is this a stream's PubAck: a stream named (the one --stream names, if
+ * given) and a sequence?  Any client that may publish to the reply
+ * subject can answer a message no stream took; only a stream's
+ * acknowledgement lets the page be acknowledged to eo.
+ */
+static bool
+puback_from_stream(Forwarder *f, const jsPubAck *pa)
+{
+	if (pa->Stream == NULL || pa->Stream[0] == '\0' || pa->Sequence == 0)
+		return false;
+	return f->cfg->stream == NULL || strcmp(pa->Stream, f->cfg->stream) == 0;
+}
+
 /* libnats' thread: record what JetStream said about one message. */
 static void
 on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -147,7 +174,17 @@ on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure
 		{
 			if (p->state[i] != EV_IN_FLIGHT || strcmp(p->ev[i].id, id) != 0)
 				continue;
-			if (pa != NULL)
+			if (pa != NULL && !puback_from_stream(f, pa))
+			{
+				char		cause[300];
+
+				snprintf(cause, sizeof(cause), "the acknowledgement came from \"%s\", not from"
+						 " stream \"%s\" (no stream stored it, or another client answered)",
+						 pa->Stream ? pa->Stream : "", f->cfg->stream ? f->cfg->stream : "a stream");
+				p->state[i] = EV_FAILED;
+				p->cause[i] = strdup(cause);
+			}
+			else if (pa != NULL)
 			{
 				p->state[i] = EV_STORED;
 				p->duplicates += pa->Duplicate ? 1 : 0;

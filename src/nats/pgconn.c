@@ -36,19 +36,49 @@ static long session = 0;
 /* eo's schema as an identifier ("eo", public), found at each connect. */
 static char eo_schema[200];
 
+/*
+ * Everything the database's owner can set (ALTER DATABASE ... SET) that
+ * would change what eo_nats's statements or a --sql mean, or how long
+ * they may run: set back to PostgreSQL's defaults.  (client_encoding is
+ * a connection keyword: see pg_connect.)
+ */
 #define SESSION_SETUP \
-	"SET search_path = pg_catalog, pg_temp; SET DateStyle = ISO; SET TimeZone = 'UTC';" \
+	"SET search_path = pg_catalog, pg_temp; SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC';" \
+	" SET IntervalStyle = postgres; SET standard_conforming_strings = on;" \
+	" SET transform_null_equals = off; SET array_nulls = on; SET bytea_output = hex;" \
+	" SET default_transaction_isolation = 'read committed'; SET client_min_messages = warning;" \
 	" SET statement_timeout = 0; SET lock_timeout = '10s';" \
 	" SET idle_session_timeout = 0; SET idle_in_transaction_session_timeout = 0"
 
 /*
- * eo's schema (quoted), whether a role other than a superuser or eo's
- * owner owns it, and eo's version.
+ * apply acknowledges a message to JetStream once its transaction has
+ * committed: a commit that a crash can still take back (synchronous_commit
+ * off, or local on a server with synchronous standbys) would lose it.
+ */
+#define DURABLE_COMMITS \
+	"SELECT pg_catalog.set_config('synchronous_commit', 'on', false)" \
+	" WHERE pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local}')"
+
+/*
+ * eo's schema (quoted), eo's version, its schema's owner, whether that is
+ * a superuser or eo's owner, and a function beside eo's in that schema
+ * under the name of one eo_nats calls that is not eo's own (not a member
+ * of the extension), if there is one.
  */
 #define FIND_EO \
 	"SELECT pg_catalog.quote_ident(n.nspname), e.extversion," \
 	" pg_catalog.pg_get_userbyid(n.nspowner)," \
-	" n.nspowner OPERATOR(pg_catalog.=) e.extowner OR r.rolsuper" \
+	" n.nspowner OPERATOR(pg_catalog.=) e.extowner OR r.rolsuper," \
+	" (SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text FROM pg_catalog.pg_proc p" \
+	"   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid" \
+	"   AND p.proname OPERATOR(pg_catalog.=) ANY ('{eo_relay_fetch,eo_relay_ack,eo_relay_ack_pages," \
+	"eo_relay_wait,eo_claim,eo_fail}')" \
+	"   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d" \
+	"     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass" \
+	"     AND d.objid OPERATOR(pg_catalog.=) p.oid" \
+	"     AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass" \
+	"     AND d.refobjid OPERATOR(pg_catalog.=) e.oid AND d.deptype OPERATOR(pg_catalog.=) 'e')" \
+	"   LIMIT 1)" \
 	" FROM pg_catalog.pg_extension e" \
 	" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace" \
 	" JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner" \
@@ -105,6 +135,15 @@ find_eo(PGconn *conn)
 		return false;
 	}
 	snprintf(eo_schema, sizeof(eo_schema), "%s", PQgetvalue(res, 0, 0));
+	if (!PQgetisnull(res, 0, 4))
+	{
+		log_msg("error", "function %s in eo's schema %s is not eo's (not a member of the"
+				" extension): a role that can create in that schema put it beside eo's, where"
+				" it could be called instead; drop it, or create eo in a schema of its own"
+				" (docs/security.md); stopping", PQgetvalue(res, 0, 4), eo_schema);
+		PQclear(res);
+		return false;
+	}
 	if (!warned && strcmp(PQgetvalue(res, 0, 3), "t") != 0)
 		log_msg("warning", "eo is in schema %s, which role \"%s\" owns: that role can put"
 				" functions beside eo's there (eo_nats calls eo's by their full names, and"
@@ -140,6 +179,12 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 	*config = ok;				/* past the settings, a failure is the set-up's */
 	if (ok)
 		ok = find_eo(conn);
+	if (ok && strcmp(cfg->command, "apply") == 0)
+	{
+		res = pg_exec(conn, DURABLE_COMMITS);
+		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "setting synchronous_commit");
+		PQclear(res);
+	}
 	if (ok && cfg->search_path != NULL)
 		ok = set_search_path(conn, cfg->search_path);
 	if (!ok && pg_conn_lost(conn))
@@ -147,17 +192,33 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 	return ok;
 }
 
+/* The server's notices, into the log (one line each, limited). */
+static void
+on_notice(void *arg, const char *message)
+{
+	log_limited("notice", "warning", "PostgreSQL: %s", message);
+}
+
+/*
+ * Connection keywords: connect_timeout and tcp_user_timeout before --pg
+ * (which may set others), client_encoding after it: eo_nats reads and
+ * sends UTF-8 (JetStream's payloads, a JSON text), whatever the database,
+ * the role or PGCLIENTENCODING say.
+ */
 static PGconn *
 pg_connect(const Config *cfg, int *exit_code)
 {
-	const char *keys[] = {"dbname", "fallback_application_name", NULL};
-	const char *values[] = {cfg->pg, "eo_nats", NULL};
+	const char *keys[] = {"connect_timeout", "tcp_user_timeout", "dbname", "client_encoding",
+	"fallback_application_name", NULL};
+	const char *values[] = {"10", "30000", cfg->pg, "UTF8", "eo_nats", NULL};
 
 	for (int attempt = 0; !stop_requested; attempt++)
 	{
 		PGconn	   *conn = PQconnectdbParams(keys, values, 1);
 		bool		config = false;
 
+		if (PQstatus(conn) == CONNECTION_OK)
+			PQsetNoticeProcessor(conn, on_notice, NULL);
 		if (PQstatus(conn) == CONNECTION_OK && session_setup(conn, cfg, &config))
 		{
 			session++;
@@ -172,15 +233,16 @@ pg_connect(const Config *cfg, int *exit_code)
 						"cannot connect to PostgreSQL: %s%s", strtok(PQerrorMessage(conn), "\n"),
 						config ? "" : "; trying again");
 		}
-		PQfinish(conn);
 		if (config || (cfg->once && attempt >= 4))
 		{
-			if (config)
+			if (config && PQstatus(conn) != CONNECTION_OK)
 				log_msg("error", "stopping: fix --pg, the role's password (~/.pgpass,"
 						" PGPASSFILE) or its privileges, then start eo_nats again");
 			*exit_code = config ? EO_EXIT_CONFIG : EO_EXIT_FAILED;
+			PQfinish(conn);
 			return NULL;
 		}
+		PQfinish(conn);
 		sleep_ms(backoff_ms(attempt, 10000));
 	}
 	*exit_code = EO_EXIT_OK;

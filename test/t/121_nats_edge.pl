@@ -68,13 +68,14 @@ GRANT USAGE ON SCHEMA eo TO consumer;
 GRANT EXECUTE ON FUNCTION eo.eo_claim(text, text, interval, text),
       eo.eo_fail(text, text, bigint, interval, text, text, boolean) TO consumer;
 SELECT eo.eo_scope_create(s, owner => 'consumer')
-  FROM unnest('{orders-consumer,fix-scope,fix-grant,fix-table}'::text[]) s;
+  FROM unnest('{orders-consumer,fix-scope,fix-grant,fix-table,fix-breaker,enc}'::text[]) s;
 CREATE SCHEMA app AUTHORIZATION consumer;
 });
 $node->safe_psql('inbox', q{
 SET ROLE consumer;
 CREATE TABLE app.ledger (id uuid PRIMARY KEY, n int, applied int NOT NULL DEFAULT 1);
 CREATE TABLE app.fixed (id uuid PRIMARY KEY);
+CREATE TABLE app.texts (id uuid PRIMARY KEY, s text);
 });
 $node->safe_psql('inbox', q{CREATE TABLE app.secret (id uuid PRIMARY KEY)});
 
@@ -130,6 +131,20 @@ is($node->safe_psql('shop', 'SELECT count(*) FROM evil.loot'), '0',
 like($nats->log('fw-evil.log'), qr/warning: eo is in schema public, which role "pg_database_owner" owns/,
 	'it warns that eo\'s schema belongs to the database owner');
 
+# Beside eo's, in public (hers), an eo_relay_wait that takes text where
+# eo's takes an interval: an untyped literal would have chosen hers.
+$node->safe_psql('shop', q{
+SET ROLE owner;
+CREATE FUNCTION public.eo_relay_wait(outbox text, timeout text, consumer_group text, linger interval)
+  RETURNS boolean LANGUAGE sql AS $$ INSERT INTO evil.loot VALUES (current_user, outbox) RETURNING true $$;
+GRANT EXECUTE ON FUNCTION public.eo_relay_wait(text, text, text, interval) TO PUBLIC;
+});
+($rc) = $nats->run('fw-lookalike.log', @forward, '--once');
+is($rc, 3, 'a function beside eo\'s under the name of one eo_nats calls: forward exits 3');
+like($nats->log('fw-lookalike.log'), qr/function public.eo_relay_wait\(text,text,text,interval\) in eo's schema public is not eo's/,
+	'... naming it');
+$node->safe_psql('shop', 'DROP FUNCTION public.eo_relay_wait(text, text, text, interval)');
+
 # ---- the owner's search_path: apply, eo in a schema of its own ------------------
 
 my $ledger_sql = q{INSERT INTO app.ledger (id, n) VALUES ($1::uuid, ($3->>'n')::int)
@@ -182,8 +197,14 @@ for my $m (@mistakes)
 	is($rc, 3, "$what: apply exits 3");
 	like($nats->log("mistake-$durable.log"), $says, '... saying why');
 }
-my ($rc2, $info) = $nats->run('admin.log', 'consumer-info', @nats, '--stream', 'ORDERS', '--durable', 'scope');
-like($info, qr/ack_floor_stream_seq: 0\n/, 'nothing was acknowledged or terminated by the stopped apply');
+# --sql wrong for every message on their data (22012 here): not the messages' fault
+($rc) = $nats->run('mistake-breaker.log', @apply, '--durable', 'breaker', '--scope', 'fix-breaker',
+	'--sql', q{INSERT INTO app.fixed SELECT $1::uuid WHERE ($3->>'n')::int / 0 = 1});
+is($rc, 3, '--sql failing on 3 messages in a row, none applied: apply exits 3');
+like($nats->log('mistake-breaker.log'), qr/failed on 3 messages in a row.*22012/, '... saying why');
+my ($rc2, $info) = $nats->run('admin.log', 'consumer-info', @nats, '--stream', 'ORDERS', '--durable', 'grant');
+like($info, qr/ack_floor_stream_seq: 0\n/,
+	'nothing was acknowledged or terminated by the apply stopped at its first message');
 $node->safe_psql('inbox', q{
 GRANT INSERT ON app.secret TO consumer;
 GRANT USAGE ON SCHEMA eo, app TO stranger;
@@ -206,19 +227,40 @@ $node->safe_psql('inbox', 'TRUNCATE app.fixed');
 	'--sql', $fixed_sql);
 is(fixed_count('fix-table'), '20', 'the table named right: every message is applied');
 $node->safe_psql('inbox', 'TRUNCATE app.fixed');
+usleep(5_200_000);    # past the retry_after of what was offered again
+($rc) = $nats->run('fixed-breaker.log', @apply, '--durable', 'breaker', '--scope', 'fix-breaker',
+	'--sql', $fixed_sql);
+is(fixed_count('fix-breaker'), '20', '--sql fixed: every message is applied');
+$node->safe_psql('inbox', 'TRUNCATE app.fixed');
 ($rc) = $nats->run('fixed-execute.log', @apply, '--pg', $node->connstr('inbox') . ' user=stranger',
 	'--durable', 'execute', '--scope', 'stranger-scope', '--sql', $fixed_sql);
 is(fixed_count('stranger-scope'), '20', 'EXECUTE granted: every message is applied');
 
 # ---- exit codes -------------------------------------------------------------------
 
-$node->safe_psql('shop', q{SELECT eo_emit('orders', 'order', 'bad', 'bad', '{"n": "x"}')});
+# a message whose --sql fails on its data, after one that --sql applies
+$node->safe_psql('shop', q{SELECT eo_emit('orders', 'order', 'bad', 'good', '{"n": 1, "s": "café €"}');
+SELECT eo_emit('orders', 'order', 'bad', 'bad', '{"n": "x"}')});
+# (forwarded with the owner's client_encoding: it must not change the bytes)
+$node->safe_psql('postgres', q{ALTER DATABASE shop SET client_encoding = 'WIN1252'});
 ($rc) = $nats->run('fw-bad.log', @forward, '--once');
 is($rc, 0, 'forward --once with nothing failing: 0');
 ($rc) = $nats->run('apply-bad.log', @apply, '--durable', 'first', '--sql', $ledger_sql);
 is($rc, 1, 'apply --once that terminated a message (22P02, final): 1');
 like($nats->log('apply-bad.log'), qr/is dead or rejected .* see eo_status\('[0-9a-f-]+', 'orders-consumer'\)/,
 	'... its line names the scope for eo_status');
+
+# The owner's client_encoding (and an operator's PGCLIENTENCODING): eo_nats
+# reads and writes UTF-8 all the same.
+$node->safe_psql('postgres', q{ALTER DATABASE inbox SET client_encoding = 'LATIN1'});
+{
+	local $ENV{PGCLIENTENCODING} = 'LATIN1';
+	($rc) = $nats->run('apply-enc.log', @apply, '--durable', 'enc', '--scope', 'enc',
+		'--sql', q{INSERT INTO app.texts SELECT $1::uuid, $3->>'s' WHERE $3 ? 's'});
+}
+$node->safe_psql('postgres', q{ALTER DATABASE inbox RESET client_encoding; ALTER DATABASE shop RESET client_encoding});
+is($node->safe_psql('inbox', q{SELECT encode(convert_to(s, 'UTF8'), 'hex') FROM app.texts}), '636166c3a920e282ac',
+	'a database\'s client_encoding does not change what is applied');
 
 ($rc) = $nats->run('nogroup.log', @nats, @shop, 'forward', '--outbox', 'orders', '--group', 'nope', '--once');
 is($rc, 3, 'forward of a group that does not exist: 3');
