@@ -28,12 +28,6 @@
 
 #define NS_PER_SEC 1000000000LL
 
-static void
-done(jsCtx *js, natsConnection *nc)
-{
-	jsCtx_Destroy(js);
-	natsConnection_Destroy(nc);
-}
 
 /* The stream's info, or NULL after a line saying why. */
 static jsStreamInfo *
@@ -111,12 +105,9 @@ settings_into(jsStreamConfig *sc, const Config *cfg, const char **subjects)
 	return copy;
 }
 
-int
-stream_add_main(const Config *cfg)
+static int
+stream_add(const Config *cfg, jsCtx *js)
 {
-	natsConnection *nc;
-	int			rc;
-	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
 	jsStreamConfig sc;
 	jsStreamInfo *si = NULL;
 	jsErrCode	code = 0;
@@ -125,8 +116,6 @@ stream_add_main(const Config *cfg)
 	char		why[128];
 	natsStatus	s;
 
-	if (js == NULL)
-		return rc;
 	if (js_GetStreamInfo(&si, js, cfg->stream, NULL, &code) == NATS_OK)
 	{
 		bool		other = differs(si->Config, cfg, why, sizeof(why));
@@ -137,7 +126,6 @@ stream_add_main(const Config *cfg)
 		else
 			log_msg("info", "stream \"%s\" exists as asked: nothing changed", cfg->stream);
 		jsStreamInfo_Destroy(si);
-		done(js, nc);
 		return other ? EO_EXIT_FAILED : EO_EXIT_OK;
 	}
 	jsStreamConfig_Init(&sc);
@@ -152,16 +140,12 @@ stream_add_main(const Config *cfg)
 		log_msg("info", "stream \"%s\" made for \"%s\"", cfg->stream, cfg->subjects);
 	jsStreamInfo_Destroy(si);
 	free(copy);
-	done(js, nc);
 	return s == NATS_OK ? EO_EXIT_OK : EO_EXIT_FAILED;
 }
 
-int
-stream_update_main(const Config *cfg)
+static int
+stream_update(const Config *cfg, jsCtx *js)
 {
-	natsConnection *nc;
-	int			rc;
-	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
 	jsStreamInfo *si;
 	jsStreamInfo *after = NULL;
 	jsErrCode	code = 0;
@@ -169,8 +153,6 @@ stream_update_main(const Config *cfg)
 	char	   *copy;
 	natsStatus	s = NATS_ERR;
 
-	if (js == NULL)
-		return rc;
 	if ((si = stream_get(js, cfg->stream)) != NULL)
 	{
 		const char **theirs = si->Config->Subjects;
@@ -192,20 +174,15 @@ stream_update_main(const Config *cfg)
 		jsStreamInfo_Destroy(si);
 		free(copy);
 	}
-	done(js, nc);
 	return s == NATS_OK ? EO_EXIT_OK : EO_EXIT_FAILED;
 }
 
-int
-stream_info_main(const Config *cfg)
+static int
+stream_info(const Config *cfg, jsCtx *js)
 {
-	natsConnection *nc;
-	int			rc;
-	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
 	jsStreamInfo *si;
+	int			rc;
 
-	if (js == NULL)
-		return rc;
 	if ((si = stream_get(js, cfg->stream)) != NULL)
 	{
 		printf("name: %s\n", si->Config->Name);
@@ -221,22 +198,17 @@ stream_info_main(const Config *cfg)
 	}
 	rc = si != NULL ? EO_EXIT_OK : EO_EXIT_FAILED;
 	jsStreamInfo_Destroy(si);
-	done(js, nc);
 	return rc;
 }
 
-int
-stream_delete_main(const Config *cfg)
+static int
+stream_delete(const Config *cfg, jsCtx *js)
 {
-	natsConnection *nc;
 	int			rc;
-	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
 	jsStreamInfo *si;
 	jsErrCode	code = 0;
 	natsStatus	s = NATS_ERR;
 
-	if (js == NULL)
-		return rc;
 	if ((si = stream_get(js, cfg->stream)) != NULL && !cfg->yes)
 	{
 		log_msg("error", "stream \"%s\" holds %llu messages: --yes deletes it with them",
@@ -256,22 +228,16 @@ stream_delete_main(const Config *cfg)
 	else
 		rc = EO_EXIT_FAILED;
 	jsStreamInfo_Destroy(si);
-	done(js, nc);
 	return rc;
 }
 
-int
-consumer_info_main(const Config *cfg)
+static int
+consumer_info(const Config *cfg, jsCtx *js)
 {
-	natsConnection *nc;
-	int			rc;
-	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
 	jsConsumerInfo *ci = NULL;
 	jsErrCode	code = 0;
 	natsStatus	s;
 
-	if (js == NULL)
-		return rc;
 	s = js_GetConsumerInfo(&ci, js, cfg->stream, cfg->durable, NULL, &code);
 	if (s == NATS_OK)
 	{
@@ -290,28 +256,21 @@ consumer_info_main(const Config *cfg)
 		log_msg("error", "durable \"%s\" of stream \"%s\": %s", cfg->durable, cfg->stream,
 				s == NATS_NOT_FOUND ? "it does not exist" : nats_error(s));
 	jsConsumerInfo_Destroy(ci);
-	done(js, nc);
 	return s == NATS_OK ? EO_EXIT_OK : EO_EXIT_FAILED;
 }
 
-int
-consumer_delete_main(const Config *cfg)
+static int
+consumer_delete(const Config *cfg, jsCtx *js)
 {
-	natsConnection *nc;
-	int			rc;
-	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
 	jsErrCode	code = 0;
 	natsStatus	s;
 
-	if (js == NULL)
-		return rc;
 	s = js_DeleteConsumer(js, cfg->stream, cfg->durable, NULL, &code);
 	if (s == NATS_OK)
 		log_msg("info", "durable \"%s\" of stream \"%s\" deleted", cfg->durable, cfg->stream);
 	else
 		log_msg("error", "durable \"%s\" of stream \"%s\" not deleted: %s", cfg->durable,
 				cfg->stream, s == NATS_NOT_FOUND ? "it does not exist" : nats_error(s));
-	done(js, nc);
 	return s == NATS_OK ? EO_EXIT_OK : EO_EXIT_FAILED;
 }
 
@@ -352,20 +311,14 @@ print_message(natsMsg *m, uint64_t seq)
 	free(data);
 }
 
-int
-dump_main(const Config *cfg)
+static int
+dump(const Config *cfg, jsCtx *js)
 {
-	natsConnection *nc;
-	int			rc;
-	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
 	jsStreamInfo *si;
 	jsErrCode	code = 0;
 
-	if (js == NULL)
-		return rc;
 	if ((si = stream_get(js, cfg->stream)) == NULL)
 	{
-		done(js, nc);
 		return EO_EXIT_FAILED;
 	}
 	for (uint64_t seq = si->State.FirstSeq; seq > 0 && seq <= si->State.LastSeq; seq++)
@@ -377,6 +330,64 @@ dump_main(const Config *cfg)
 		natsMsg_Destroy(m);
 	}
 	jsStreamInfo_Destroy(si);
-	done(js, nc);
 	return EO_EXIT_OK;
+}
+
+/* ---- each command on a JetStream context of its own connection ---- */
+
+static int
+with_jetstream(const Config *cfg, int (*command) (const Config *cfg, jsCtx *js))
+{
+	natsConnection *nc;
+	int			rc;
+	jsCtx	   *js = nats_jetstream(cfg, &nc, &rc);
+
+	if (js == NULL)
+		return rc;
+	rc = command(cfg, js);
+	jsCtx_Destroy(js);
+	natsConnection_Destroy(nc);
+	return rc;
+}
+
+int
+stream_add_main(const Config *cfg)
+{
+	return with_jetstream(cfg, stream_add);
+}
+
+int
+stream_update_main(const Config *cfg)
+{
+	return with_jetstream(cfg, stream_update);
+}
+
+int
+stream_info_main(const Config *cfg)
+{
+	return with_jetstream(cfg, stream_info);
+}
+
+int
+stream_delete_main(const Config *cfg)
+{
+	return with_jetstream(cfg, stream_delete);
+}
+
+int
+consumer_info_main(const Config *cfg)
+{
+	return with_jetstream(cfg, consumer_info);
+}
+
+int
+consumer_delete_main(const Config *cfg)
+{
+	return with_jetstream(cfg, consumer_delete);
+}
+
+int
+dump_main(const Config *cfg)
+{
+	return with_jetstream(cfg, dump);
 }

@@ -41,6 +41,7 @@
 #include "eo_nats.h"
 
 #define RETRY_MS 5000
+#define DEAD_RETRY_MS 60000		/* a dead key's message, kept: offered again this often */
 
 typedef enum
 {
@@ -189,7 +190,7 @@ static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb
 /* Each message's statements, prepared once per session (pgconn.c). */
 static PgStatement claim_stmt = {"eo_claim", "SELECT status FROM @eo.eo_claim($1, scope => $2)", 2, claim_types};
 static PgStatement fail_stmt = {"eo_fail", "SELECT @eo.eo_fail($1, $2, retry_after => '5 s'::pg_catalog.interval,"
-" scope => $3, sqlstate => $4)", 4, fail_types};
+" scope => $3, sqlstate => $4, final => false)", 4, fail_types};
 static PgStatement sql_stmt = {"eo_apply", NULL, 5, sql_types, true};	/* --sql */
 
 /* Run `sql` (no parameters); true if it came back as `want`, else logged. */
@@ -244,13 +245,14 @@ record_failure(Applier *a, const char *id, PGresult *err)
 
 /*
  * --sql or COMMIT failed: whose fault was it?  A failure on the message's
- * data is recorded against it (eo_fail: a retry, or final as
- * eo.final_sqlstates says, which no fix of --sql can undo) only when --sql
+ * data is recorded against it (eo_fail, never final: it may be --sql that
+ * is wrong for messages like it, and a fix of --sql must find them; dead
+ * after eo.max_attempts, and even then kept, see answer()) only when --sql
  * has just worked on another message; before that it may be --sql that is
- * wrong, for every message (a cast of $1 to uuid, a column it forgets),
- * and an apply restarted by systemd with the same --sql would give up each
- * message it meets first.  So then the message is only offered again,
- * and SQL_FAILURES_MAX failures in a row stop apply.
+ * wrong for every message (a cast of $1 to uuid, a column it forgets), and
+ * an apply restarted by systemd with the same --sql would use up each
+ * message's attempts.  So then the message is only offered again, and
+ * SQL_FAILURES_MAX failures in a row stop apply.
  */
 static Outcome
 sql_failed(Applier *a, PGresult *res, const char *id, const char *what)
@@ -479,9 +481,26 @@ answer(Applier *a, natsMsg *msg, Outcome o, const char *id)
 			s = natsMsg_Nak(msg, NULL);		/* at once: for the next start */
 			break;
 		case DEAD:
-			log_msg("error", "event %s is dead or rejected (eo.max_attempts failures, or a final"
-					" one): JetStream will not deliver it again; see eo_status('%s', '%s')",
-					id, id, printable(a->cfg->scope, scope, sizeof(scope)));
+			a->failed = true;
+			if (!a->cfg->terminate_dead)
+			{
+				/*
+				 * Its --sql failed eo.max_attempts times: on its data, or
+				 * because --sql is wrong for messages like it.  Kept, so
+				 * that a fixed --sql and eo_redrive_dead() apply it.
+				 */
+				log_limited("dead", "error", "event %s is dead (--sql failed on it eo.max_attempts"
+							" times; eo_status('%s', '%s')): kept, offered again every %d s;"
+							" fix --sql and run eo_redrive_dead('%s'), or give --terminate-dead",
+							id, id, printable(a->cfg->scope, scope, sizeof(scope)),
+							DEAD_RETRY_MS / 1000, scope);
+				s = natsMsg_NakWithDelay(msg, DEAD_RETRY_MS, NULL);
+				a->tally.failed++;
+				break;
+			}
+			log_msg("error", "event %s is dead (--sql failed on it eo.max_attempts times;"
+					" eo_status('%s', '%s')): --terminate-dead: JetStream will not deliver it"
+					" again", id, id, printable(a->cfg->scope, scope, sizeof(scope)));
 			/* fall through */
 		case REFUSED:
 			s = natsMsg_Term(msg, NULL);

@@ -65,7 +65,7 @@ static const Command commands[] = {
 		"  --ack-wait MS          how long to wait for JetStream's acknowledgements\n"
 		"                         (default 10000)\n"
 		"  --once                 stop when caught up; exit 1 if anything failed\n"},
-	{"apply", "pg " NATS_OPTS " stream durable filter sql scope search-path batch ack-wait once",
+	{"apply", "pg " NATS_OPTS " stream durable filter sql scope search-path batch ack-wait terminate-dead once",
 		"eo_nats apply --stream NAME --durable NAME --scope NAME --sql SQL [options]",
 		"apply: apply a stream's messages in a database, each once, with eo_claim\n"
 		"  --stream NAME          the stream to read\n"
@@ -80,6 +80,9 @@ static const Command commands[] = {
 		"                         name tables with their schema); list only schemas\n"
 		"                         where no untrusted role can create objects\n"
 		"  --batch N              messages per fetch and transaction (default 100)\n"
+		"  --terminate-dead       terminate the message of a key that went dead (--sql\n"
+		"                         failed on it eo.max_attempts times) instead of keeping\n"
+		"                         it for eo_redrive_dead (offered again every 60 s)\n"
 		"  --ack-wait MS          JetStream redelivers a message not answered in this\n"
 		"                         time (the durable's AckWait, default 10000)\n"
 		"  --once                 stop when caught up; exit 1 if anything failed\n"},
@@ -177,6 +180,7 @@ static const struct option long_options[] = {
 	{"max-msg-size", required_argument, NULL, 'z'},
 	{"duplicate-window", required_argument, NULL, 'D'},
 	{"yes", no_argument, NULL, 'y'},
+	{"terminate-dead", no_argument, NULL, 't'},
 	{"once", no_argument, NULL, '1'},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -234,6 +238,7 @@ store(Config *cfg, int c, const char *arg, const char *name)
 		case 'z': cfg->max_msg_size = number(arg, name, 1); break;
 		case 'D': cfg->duplicate_window_secs = number(arg, name, 1); break;
 		case 'y': cfg->yes = true; break;
+		case 't': cfg->terminate_dead = true; break;
 		case '1': cfg->once = true; break;
 		case 'v': cfg->verbose = true; break;
 	}

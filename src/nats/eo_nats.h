@@ -66,6 +66,7 @@ typedef struct Config
 	const char *sql;
 	const char *scope;
 	const char *search_path;	/* for --sql; NULL: pg_catalog, pg_temp */
+	bool		terminate_dead;	/* a dead key's message terminated, not kept */
 	int			batch;
 	/* stream-add, stream-update (0 or NULL: not given) */
 	const char *subjects;

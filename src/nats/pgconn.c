@@ -51,6 +51,23 @@ static char eo_schema[200];
 	" SET idle_session_timeout = 0; SET idle_in_transaction_session_timeout = 0"
 
 /*
+ * The rest that the owner (ALTER DATABASE/ROLE ... SET) may have set,
+ * back to PostgreSQL's built-in values: what a number, a time zone
+ * abbreviation, an XML value or a text search means, whether an error
+ * ends the session (exit_on_error: every batch with a failure would be
+ * lost and fetched again for ever), row security.  And PostgreSQL 17's
+ * transaction_timeout, where the server has it, off whoever set it.
+ */
+#define OWNER_SETTINGS \
+	"SELECT pg_catalog.set_config(name, CASE WHEN name OPERATOR(pg_catalog.=) 'transaction_timeout'" \
+	"  THEN '0' ELSE boot_val END, false) FROM pg_catalog.pg_settings" \
+	" WHERE name OPERATOR(pg_catalog.=) 'transaction_timeout'" \
+	" OR (name OPERATOR(pg_catalog.=) ANY ('{timezone_abbreviations,extra_float_digits,xmloption," \
+	"xmlbinary,default_text_search_config,gin_fuzzy_search_limit,lc_monetary,lc_numeric,lc_time," \
+	"row_security,exit_on_error,backslash_quote,quote_all_identifiers}')" \
+	"  AND source OPERATOR(pg_catalog.=) ANY ('{database,user,database user}'))"
+
+/*
  * apply acknowledges a message to JetStream once its transaction has
  * committed: a commit that a crash can still take back (synchronous_commit
  * off, or local on a server with synchronous standbys) would lose it.
@@ -176,6 +193,12 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 	bool		ok = pg_ok(conn, res, PGRES_COMMAND_OK, "setting up the session");
 
 	PQclear(res);
+	if (ok)
+	{
+		res = pg_exec(conn, OWNER_SETTINGS);
+		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "resetting the owner's settings");
+		PQclear(res);
+	}
 	*config = ok;				/* past the settings, a failure is the set-up's */
 	if (ok)
 		ok = find_eo(conn);

@@ -278,8 +278,8 @@ like(slurp_file("$dir/start.log"), qr/stream "NOPE": it does not exist/, '... sa
 
 # ---- the consumer side: eo_nats apply -------------------------------------
 
-# One event whose SQL fails for good (n is not a number: 22P02, final by
-# default), and one after it.
+# One event whose SQL fails on its data (n is not a number: 22P02), and
+# one after it.
 $node->safe_psql('shop', q{
 SELECT eo_emit('billing', 'order', 'agg-bad', 'bad', '{"n": "x"}');
 SELECT eo_emit('billing', 'order', 'agg-bad', 'after-bad', '{"n": 1}');});
@@ -295,8 +295,8 @@ waitpid $pid, 0;
 like(slurp_file("$dir/apply-crash.log"), qr/crash point after-commit/, 'an applier died after COMMIT, before its ack');
 usleep(1_500_000);    # past the durable's AckWait
 ($rc) = eo_nats_run('apply.log', @apply, '--once');
-is($rc, 1, 'the next applier runs to the end (exit 1 with --once: it terminated a message)');
-like(slurp_file("$dir/apply.log"), qr/stopping: \d+ applied, \d+ duplicates, 0 failed and 0 busy \(offered again\), 1 terminated/,
+is($rc, 1, 'the next applier runs to the end (exit 1 with --once: --sql failed on a message)');
+like(slurp_file("$dir/apply.log"), qr/stopping: \d+ applied, \d+ duplicates, 1 failed and 0 busy \(offered again\), 0 terminated/,
 	'... and says what became of the messages');
 my $events = $node->safe_psql('shop', q{SELECT count(*) FROM billing});
 my $bad = $node->safe_psql('shop', q{SELECT count(*) FROM billing WHERE payload->>'n' = 'x'});
@@ -304,8 +304,10 @@ is($node->safe_psql('inbox', q{SELECT count(*) || ' ' || max(applied) FROM ledge
 	($events - $bad) . " 1", 'every event applied once, the one redelivered after the crash too');
 is($node->safe_psql('inbox', q{SELECT count(*) FROM ledger l, eo_status(l.id::text, 'billing-consumer') s WHERE s.state = 'done'}),
 	$events - $bad, 'each under a done key (its event id, in the consumer\'s scope)');
-like(slurp_file("$dir/apply.log"), qr/event \S+ is dead .*JetStream will not deliver it again/,
-	'an event whose SQL fails for good (22P02) is rejected and terminated');
+my $bad_id = $node->safe_psql('shop', q{SELECT id FROM billing WHERE type = 'bad'});
+is($node->safe_psql('inbox', qq{SELECT state || ' ' || attempts || ' ' || (last_error LIKE 'invalid input syntax%')
+  FROM eo_status('$bad_id', 'billing-consumer')}), 'failed 1 true',
+	'an event whose SQL fails on its data (22P02): the failure recorded against its key, a retry, never final');
 is($node->safe_psql('inbox', q{SELECT count(*) FROM ledger WHERE type = 'after-bad'}), '1',
 	'... and the events after it are still applied');
 

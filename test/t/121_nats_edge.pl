@@ -75,7 +75,7 @@ $node->safe_psql('inbox', q{
 SET ROLE consumer;
 CREATE TABLE app.ledger (id uuid PRIMARY KEY, n int, applied int NOT NULL DEFAULT 1);
 CREATE TABLE app.fixed (id uuid PRIMARY KEY);
-CREATE TABLE app.texts (id uuid PRIMARY KEY, s text);
+CREATE TABLE app.texts (id uuid PRIMARY KEY, s text, third text);
 });
 $node->safe_psql('inbox', q{CREATE TABLE app.secret (id uuid PRIMARY KEY)});
 
@@ -245,20 +245,33 @@ SELECT eo_emit('orders', 'order', 'bad', 'bad', '{"n": "x"}')});
 $node->safe_psql('postgres', q{ALTER DATABASE shop SET client_encoding = 'WIN1252'});
 ($rc) = $nats->run('fw-bad.log', @forward, '--once');
 is($rc, 0, 'forward --once with nothing failing: 0');
+# one attempt per key here: the bad one's key goes dead at its first failure
+$node->safe_psql('postgres', q{ALTER DATABASE inbox SET eo.max_attempts = 1});
 ($rc) = $nats->run('apply-bad.log', @apply, '--durable', 'first', '--sql', $ledger_sql);
-is($rc, 1, 'apply --once that terminated a message (22P02, final): 1');
-like($nats->log('apply-bad.log'), qr/is dead or rejected .* see eo_status\('[0-9a-f-]+', 'orders-consumer'\)/,
-	'... its line names the scope for eo_status');
+is($rc, 1, 'apply --once after --sql failed on a message\'s data (22P02): 1');
+like($nats->log('apply-bad.log'), qr/event [0-9a-f-]+ is dead .*eo_status\('[0-9a-f-]+', 'orders-consumer'\)\): kept/,
+	'its key dead (eo.max_attempts 1): the line names the scope, and says the message is kept');
+($rc, $out) = $nats->run('admin.log', 'stream-info', @nats, '--stream', 'ORDERS');
+my ($last) = $out =~ /last_seq: (\d+)/;
+($rc, $out) = $nats->run('admin.log', 'consumer-info', @nats, '--stream', 'ORDERS', '--durable', 'first');
+like($out, qr/ack_floor_stream_seq: @{[ $last - 1 ]}\n/,
+	'... not terminated: JetStream holds it for a fixed --sql and eo_redrive_dead');
+$node->safe_psql('postgres', q{ALTER DATABASE inbox RESET eo.max_attempts});
 
 # The owner's client_encoding (and an operator's PGCLIENTENCODING): eo_nats
 # reads and writes UTF-8 all the same.
-$node->safe_psql('postgres', q{ALTER DATABASE inbox SET client_encoding = 'LATIN1'});
+$node->safe_psql('postgres', q{ALTER DATABASE inbox SET client_encoding = 'LATIN1';
+ALTER DATABASE inbox SET extra_float_digits = -15});
 {
 	local $ENV{PGCLIENTENCODING} = 'LATIN1';
 	($rc) = $nats->run('apply-enc.log', @apply, '--durable', 'enc', '--scope', 'enc',
-		'--sql', q{INSERT INTO app.texts SELECT $1::uuid, $3->>'s' WHERE $3 ? 's'});
+		'--sql', q{INSERT INTO app.texts SELECT $1::uuid, $3->>'s', (($3->>'n')::float8 / 3)::text
+  WHERE $3 ? 's'});
 }
-$node->safe_psql('postgres', q{ALTER DATABASE inbox RESET client_encoding; ALTER DATABASE shop RESET client_encoding});
+$node->safe_psql('postgres', q{ALTER DATABASE inbox RESET client_encoding; ALTER DATABASE shop RESET client_encoding;
+ALTER DATABASE inbox RESET extra_float_digits});
+is($node->safe_psql('inbox', q{SELECT third FROM app.texts}), '0.3333333333333333',
+	'nor does its extra_float_digits');
 is($node->safe_psql('inbox', q{SELECT encode(convert_to(s, 'UTF8'), 'hex') FROM app.texts}), '636166c3a920e282ac',
 	'a database\'s client_encoding does not change what is applied');
 
