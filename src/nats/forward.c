@@ -37,6 +37,7 @@
  * runs on the main thread.
  *-------------------------------------------------------------------------
  */
+#define _GNU_SOURCE			/* strcasestr */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,7 +190,8 @@ on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure
 				p->state[i] = EV_STORED;
 				p->duplicates += pa->Duplicate ? 1 : 0;
 			}
-			else if (pae != NULL && pae->Err == NATS_NO_RESPONDERS)
+			else if (pae != NULL && (pae->Err == NATS_NO_RESPONDERS ||
+									 (pae->ErrText && strcasestr(pae->ErrText, "no responders"))))
 			{
 				char		cause[300];
 

@@ -262,7 +262,7 @@ $pid = eo_nats_start('nostream.log', {}, @nats, @shop, 'forward', '--outbox', 'b
 usleep(2_500_000);
 stop_all($pid);
 my $nostream = slurp_file("$dir/nostream.log");
-like($nostream, qr/event \Q$z1\E .* was not delivered: no stream takes subject "nowhere.order" \(No responders/,
+like($nostream, qr/event \Q$z1\E .* was not delivered: no stream takes subject "nowhere.order"/,
 	'a subject no stream takes: the log names the event, the subject and the cause');
 like($nostream, qr/aggregate "order" "z\?eo_nats info: forged"/, 'a value that holds a newline is logged with ? for it');
 unlike($nostream, qr/^eo_nats info: forged/m, '... so it cannot forge a log line');
