@@ -801,8 +801,8 @@ apply_fetch(Applier *a, natsSubscription *sub)
 	{
 		log_limited("fetch", "warning", "fetching from JetStream: %s", nats_error(s));
 		a->failed = true;
-		sleep_ms(1000);
-		return true;
+		sleep_ms(backoff_ms(a->pauses++, 30000));
+		return !(a->cfg->once && a->pauses > 4);
 	}
 	worst = apply_list(a, &list);
 	natsMsgList_Destroy(&list);
