@@ -16,15 +16,16 @@
  *	  duplicate: ROLLBACK; ack (it was applied before: a redelivery)
  *	  busy:		 ROLLBACK; nak with a delay (another session holds the key,
  *				 or a retry is not due yet)
- *	  dead, rejected: ROLLBACK; terminate the message
+ *	  dead:		 ROLLBACK; nak with a long delay: kept for a fixed --sql and
+ *				 eo_redrive_dead (--terminate-dead: terminate it)
  * Killed between COMMIT and ack, the message comes back, and eo_claim says
  * duplicate: nothing is applied twice.
  *
  * Failures (errors.c says whose fault each is).  A message is given up
  * only for a cause of its own: eo_claim refuses its id, or its payload
  * cannot be JSON (terminated); --sql or COMMIT fails on its data
- * (recorded with eo_fail: a retry in 5 s, dead after eo.max_attempts or
- * at once for a final SQLSTATE, then terminated).  A passing trouble (a
+ * (recorded with eo_fail, never final: a retry in 5 s, dead after
+ * eo.max_attempts, and then kept, see answer()).  A passing trouble (a
  * lost connection, a serialization failure, eo being updated) records
  * nothing: the message and the rest of the fetch are offered again, and
  * apply waits with backoff.  A mistake in the set-up (an unknown scope,

@@ -566,7 +566,7 @@ settle(Forwarder *f, Page *p)
 	f->events += delivered;
 	if (!all)
 		f->failed = true;
-	if (all)
+	else
 	{
 		f->pages++;
 		log_msg("debug", "page of %d events delivered (%d already in JetStream)",
