@@ -53,7 +53,7 @@ ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recrea
 	claim-narrow-window lease-takeover-late-complete claim-twice-same-xact reclaim-late-complete \
 	outbox-late-commit outbox-relay-own-xact outbox-relay-moved outbox-relay-group-reused outbox-relay-blocked outbox-relay-new-partition outbox-two-relays outbox-ack-expiry outbox-notify \
 	outbox-retention-race outbox-drop-during-maintain partition-boundary partition-drop status-prepared \
-	status-snapshot redrive-race
+	status-snapshot redrive-race generation-read-drop
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=eo
 
 TAP_TESTS = 1

@@ -28,6 +28,12 @@
  * next pass, so writers queue behind it for at most that long.  Registry changes
  * send a relcache invalidation for the registry, which is how readers
  * notice them.
+ *
+ * Readers lock every table of the list they read before they open one, and
+ * read the list again if a lock newly taken let an invalidation in.  A
+ * retired table is dropped only if its lock is free (drop_one), so either
+ * the reader's lock keeps it, or the drop committed first and the reader,
+ * noticing, no longer lists it: nobody opens a dropped generation by OID.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -388,13 +394,13 @@ drop_one(void *arg)
 }
 
 /*
- * Drop retired generations whose retirement committed earlier.  Every key
- * store call reads the live generations afresh when it starts
- * (keystore.c), so once the retirement has committed only calls already
- * running then can touch the table, and they hold a lock on it until their
- * transaction ends.  The drop takes its lock only if it is free: it never
- * waits, so nothing queues behind it, and a table still in use is dropped
- * by a later pass.  Each table is dropped in a subtransaction of its own:
+ * Drop retired generations.  Every reader makes its list of live
+ * generations current when it starts and locks their tables before it
+ * uses them (see the protocol above), so once the retirement has
+ * committed only calls that locked the table earlier can touch it, and
+ * they hold the lock until their transaction ends.  The drop takes its
+ * lock only if it is free: it never waits, so nothing queues behind it,
+ * and a table still in use is dropped by a later pass.  Each table is dropped in a subtransaction of its own:
  * one that cannot be dropped is a WARNING, not the end of the others.
  * Returns how many were dropped.
  */

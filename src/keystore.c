@@ -301,6 +301,24 @@ ks_check_direct(Generation *g)
 	table_close(heap, AccessShareLock);
 }
 
+/* Find each live generation's indexes and name, after checking its table. */
+static void
+ks_fill_generations(void)
+{
+	for (int i = 0; i < store.ngens; i++)
+	{
+		Generation *g = &store.gens[i];
+		MemoryContext old;
+
+		g->key_index = ks_key_index(g->relid, &g->natts);
+		old = MemoryContextSwitchTo(ks_context);
+		g->table = eo_internal_name(get_rel_name(g->relid));
+		ks_check_direct(g);
+		MemoryContextSwitchTo(old);
+	}
+	store.gens_complete = true;
+}
+
 /* Read the registry (SPI, as the owner) into gens[]. */
 static void
 ks_read_registry(void)
@@ -345,32 +363,34 @@ ks_read_registry(void)
 }
 
 /*
- * Read the live generations from the registry with the latest snapshot
- * (the caller's lock on the registry makes that the list in force).  An
- * invalidation that arrives while we read clears gens_valid again and we
- * read once more.
+ * Make the list of live generations current and lock their tables for
+ * this transaction: read the registry with the latest snapshot (the
+ * caller's lock on the registry makes that the list in force), lock every
+ * table before it is opened, and read again if an invalidation arrived
+ * meanwhile (a lock newly taken lets them in).  A generation retired and
+ * dropped between the read and the lock is then gone from the list, never
+ * opened by an OID that no longer exists (generations.c's protocol).
  */
 static void
 ks_load_generations(void)
 {
-	while (!store.gens_valid || !store.gens_complete)
+	for (;;)
 	{
-		store.gens_valid = true;
-		store.gens_complete = false;	/* until every member is filled in */
-		ks_forget_generations();
-		ks_read_registry();
-		for (int i = 0; i < store.ngens; i++)
-		{
-			Generation *g = &store.gens[i];
-			MemoryContext old;
+		bool		fresh = !store.gens_valid || !store.gens_complete;
 
-			g->key_index = ks_key_index(g->relid, &g->natts);
-			old = MemoryContextSwitchTo(ks_context);
-			g->table = eo_internal_name(get_rel_name(g->relid));
-			ks_check_direct(g);
-			MemoryContextSwitchTo(old);
+		if (fresh)
+		{
+			store.gens_valid = true;
+			store.gens_complete = false;	/* until every member is filled in */
+			ks_forget_generations();
+			ks_read_registry();
 		}
-		store.gens_complete = true;
+		for (int i = 0; i < store.ngens; i++)
+			LockRelationOid(store.gens[i].relid, AccessShareLock);
+		if (fresh && store.gens_valid)
+			ks_fill_generations();
+		if (store.gens_valid)
+			return;
 	}
 }
 

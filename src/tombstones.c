@@ -212,41 +212,67 @@ ts_hash_index(Oid relid)
 	return result;
 }
 
-/* Read the live generations (SPI, as the owner, latest snapshot). */
+/* Read the live generations' tables (SPI, as the owner, latest snapshot). */
 static void
-ts_load(void)
+ts_read_registry(void)
 {
 	EoIdentity	saved;
 
-	while (!gens_valid || !gens_complete)
+	ngens = 0;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	if (SPI_execute_snapshot(SPI_prepare("SELECT relid FROM eo_internal.eo_tombstone_generations"
+										 " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
+										 " ORDER BY gen DESC", 0, NULL),
+							 NULL, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							 true, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: the tombstone registry could not be read");
+	if (SPI_processed > EO_MAX_LIVE_GENERATIONS)
+		elog(ERROR, "eo: too many live tombstone generations");
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		gens_valid = true;
-		gens_complete = false;	/* until every index is known: an error midway */
-		ngens = 0;
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eo: SPI_connect failed");
-		eo_become_owner(&saved);
-		if (SPI_execute_snapshot(SPI_prepare("SELECT relid FROM eo_internal.eo_tombstone_generations"
-											 " WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}')"
-											 " ORDER BY gen DESC", 0, NULL),
-								 NULL, NULL, GetLatestSnapshot(), InvalidSnapshot,
-								 true, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "eo: the tombstone registry could not be read");
-		if (SPI_processed > EO_MAX_LIVE_GENERATIONS)
-			elog(ERROR, "eo: too many live tombstone generations");
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			bool		isnull;
+		bool		isnull;
 
-			gens[i].relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-														   SPI_tuptable->tupdesc, 1, &isnull));
+		gens[i].relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+													   SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	ngens = (int) SPI_processed;
+	eo_restore_identity(&saved);
+	SPI_finish();
+}
+
+/*
+ * Make the list of live generations current and lock their tables for
+ * this transaction.  A table is locked before it is used, and the list is
+ * read again if an invalidation arrived meanwhile (generations.c's locking
+ * protocol):
+ * a generation retired and dropped between the read and the lock is then
+ * gone from the list, not opened by OID.
+ */
+static void
+ts_load(void)
+{
+	for (;;)
+	{
+		bool		fresh = !gens_valid || !gens_complete;
+
+		if (fresh)
+		{
+			gens_valid = true;
+			gens_complete = false;	/* until every index is known: an error midway */
+			ts_read_registry();
 		}
-		ngens = (int) SPI_processed;
-		eo_restore_identity(&saved);
-		SPI_finish();
 		for (int i = 0; i < ngens; i++)
-			gens[i].hash_index = ts_hash_index(gens[i].relid);
-		gens_complete = true;
+			LockRelationOid(gens[i].relid, AccessShareLock);
+		if (fresh && gens_valid)
+		{
+			for (int i = 0; i < ngens; i++)
+				gens[i].hash_index = ts_hash_index(gens[i].relid);
+			gens_complete = true;
+		}
+		if (gens_valid)
+			return;
 	}
 }
 
