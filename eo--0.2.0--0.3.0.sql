@@ -42,18 +42,6 @@ REVOKE ALL ON FUNCTION @extschema@.eo_relay_ack_pages(pg_catalog.text, pg_catalo
 
 -- ---- keys: recovery points and redrive (src/claim.c, src/redrive.c) ----
 
--- eo_claim returns a key's recovery point and state (columns the key
--- tables gain at the end of this script) to its next holder (status
--- 'claimed').  The type grows in place, so eo_claim and its grants stay
--- as they are.
-ALTER TYPE @extschema@.eo_claim_result
-    ADD ATTRIBUTE recovery_point pg_catalog.text,
-    ADD ATTRIBUTE recovery_state pg_catalog.jsonb;
--- Calling eo_claim needs no USAGE on its type; only making something of
--- the type does, and a table made OF it (by anyone, before this) would
--- stop the next ALTER TYPE.
-REVOKE USAGE ON TYPE @extschema@.eo_claim_result FROM PUBLIC;
-
 -- eo_recovery_point(key, lease_token, point, state): the holder of a
 -- lease records how far it got, fenced by its token, in the caller's
 -- transaction (so in the same one as the step's database work).
@@ -135,6 +123,24 @@ $$;
 
 -- ---- keys: the new columns, last ----
 
+-- What claims need is changed last, after everything that may wait for a
+-- lock another role can hold (eo_metrics.claims, which a pg_monitor
+-- member may hold open in a transaction, is replaced above): from the
+-- ALTER TYPE on, every new claim waits for this update to commit, so
+-- nothing after it may wait on anyone but claims in flight.
+
+-- eo_claim returns a key's recovery point and state (the columns the key
+-- tables gain below) to its next holder (status 'claimed').  The type
+-- grows in place, so eo_claim and its grants stay as they are; it is
+-- locked (ACCESS EXCLUSIVE) to the end of the update.
+ALTER TYPE @extschema@.eo_claim_result
+    ADD ATTRIBUTE recovery_point pg_catalog.text,
+    ADD ATTRIBUTE recovery_state pg_catalog.jsonb;
+-- Calling eo_claim needs no USAGE on its type; only making something of
+-- the type does, and a table made OF it (by anyone, before this) would
+-- stop the next ALTER TYPE.
+REVOKE USAGE ON TYPE @extschema@.eo_claim_result FROM PUBLIC;
+
 -- Every key table gains, last (keystore.c reads columns by number):
 -- - recovery_point, recovery_state: the progress a lease holder recorded
 --   with eo_recovery_point, handed to the next holder by eo_claim;
@@ -143,9 +149,7 @@ $$;
 --   keeps the whole history.
 -- Nullable columns without a default: nothing is rewritten, but each
 -- table is locked (ACCESS EXCLUSIVE) to the end of the update, so claims
--- wait for it.  Last in this script: nothing after it waits for a lock
--- that another role can hold (eo_metrics.claims, which pg_monitor may
--- read, is replaced above) while claims queue behind these.
+-- wait for it.
 DO $$
 DECLARE
     r pg_catalog.regclass;

@@ -67,6 +67,41 @@ SELECT claimed > 0 FROM eo_metrics.claims}),
 	"claimed\nduplicate|{\"charge\": \"ch_1\"}\n1\nt",
 	'before the update, the new library claims with 0.2.0\'s tables and functions');
 
+# The update never makes claims wait for another role: a pg_monitor member
+# holding eo_metrics.claims open in a transaction makes the update wait
+# (it replaces the view), and meanwhile a new session's claim goes through
+# (issue 35: the update used to alter eo_claim_result first, and every new
+# claim waited for the type behind the update).
+$node->safe_psql('postgres', q{
+CREATE DATABASE stall;
+CREATE ROLE mon LOGIN IN ROLE pg_monitor;});
+$node->safe_psql('stall', q{CREATE EXTENSION eo VERSION '0.2.0'});
+{
+	my ($rin, $rout) = ("BEGIN;\nSELECT count(*) FROM eo_metrics.claims;\n\\echo __ready__\n", '');
+	my $reader = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('stall') . ' user=mon' ],
+		'<', \$rin, '>', \$rout, '2>', \$rout);
+	$reader->pump until $rout =~ /__ready__/;
+	my ($uin, $uout) = ("ALTER EXTENSION eo UPDATE;\n", '');
+	my $update = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('stall') ],
+		'<', \$uin, '>', \$uout, '2>', \$uout);
+	$update->pump_nb while length $uin;    # IPC::Run writes input only when pumped
+	$node->poll_query_until('stall', q{
+SELECT count(*) > 0 FROM pg_stat_activity
+WHERE query LIKE 'ALTER EXTENSION eo UPDATE%' AND wait_event_type = 'Lock'})
+	  or die 'the update does not wait for the reader';
+	my ($ret, $out, $err) = $node->psql('stall',
+		q{SET statement_timeout = '10s'; SELECT status FROM eo_claim('during-update')});
+	is($out, 'claimed', 'a claim goes through while the update waits for a monitor\'s open transaction')
+	  or diag($err);
+	$rin .= "COMMIT;\n\\q\n";
+	$reader->finish;
+	$update->finish;
+	is($node->safe_psql('stall', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+		$default, 'the update finished once the monitor\'s transaction ended')
+	  or diag($uout);
+}
+
 # A dump of the 0.2.0 database, taken now, is restored after the update
 # into a database whose CREATE EXTENSION installs the new version: its key
 # generations keep 0.2.0's shape.
