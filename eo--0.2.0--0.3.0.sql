@@ -77,6 +77,29 @@ AS 'MODULE_PATHNAME', 'eo_redrive_dead'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION @extschema@.eo_redrive_dead(pg_catalog.text, pg_catalog.text, pg_catalog.timestamptz, pg_catalog.timestamptz) FROM PUBLIC;
 
+-- eo_list_keys(state, ...): the keys the caller may act on (those of
+-- roles it has the privileges of, as eo_redrive_dead), in one state and
+-- scope, at most max_rows; no results or fingerprints.  Reads every live
+-- generation (src/key_list.c).  Granted as eo_redrive_dead is: to the
+-- roles the superuser names.
+CREATE FUNCTION @extschema@.eo_list_keys(
+    state pg_catalog.text,
+    scope pg_catalog.text DEFAULT NULL,
+    key_prefix pg_catalog.text DEFAULT NULL,
+    max_rows pg_catalog.int4 DEFAULT 100)
+RETURNS TABLE (key pg_catalog.text, state pg_catalog.text, attempts pg_catalog.int4,
+               last_error pg_catalog.text, updated_at pg_catalog.timestamptz,
+               lease_expires_at pg_catalog.timestamptz)
+AS 'MODULE_PATHNAME', 'eo_list_keys'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_list_keys(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+-- eo_keys() shows every role's keys, results included: the superuser's
+-- unless granted.  A GRANT EXECUTE to an operator's role used to fail at
+-- the call (the function reads eo_internal as its caller); it runs with
+-- the owner's rights now, so a grant means what it says.
+ALTER FUNCTION @extschema@.eo_keys() SECURITY DEFINER;
+
 -- eo_metrics.claims gains keys_redriven, last: a function of its own, so
 -- that the view grows in place (CREATE OR REPLACE VIEW may add columns at
 -- the end) and keeps its grants and whatever was built on it.

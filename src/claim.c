@@ -480,6 +480,8 @@ eo_claim(PG_FUNCTION_ARGS)
 	req.fingerprint = eo_check_fingerprint(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	req.lease_mode = !PG_ARGISNULL(2);
 	req.lease_usecs = req.lease_mode ? eo_check_lease(PG_GETARG_DATUM(2), false, EO_LEASE_KEY) : 0;
+	if (!req.lease_mode)
+		eo_warn_fingerprint_as_lease(req.fingerprint);
 	req.caller = GetUserId();
 	get_scope(fcinfo, 3, req.caller, &req.scope);
 
@@ -503,14 +505,46 @@ refuse_not_claimed(const EoKey *row)
 			 errhint("Call eo_claim first and act only on status \"claimed\".")));
 }
 
+/*
+ * A done key asked to be completed (or failed) again.  Say which of the
+ * usual mistakes it was: completing twice in one transaction (this error
+ * then rolls the first completion back too), or claiming and completing
+ * in two transactions, as autocommit does with two statements (the
+ * claim's commit made the key done).  A lease holder's token that
+ * completed it already (a retry after a lost connection) is told so.
+ */
+static void
+refuse_done(const EoKey *row, bool this_transaction, bool with_token)
+{
+	if (this_transaction)
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_NOT_HELD),
+				 errmsg("idempotency key \"%s\" was already completed in this transaction",
+						text_to_cstring(row->key)),
+				 errdetail("This error aborts the transaction, with the claim and the first completion: the key is not done."),
+				 errhint("Call eo_complete or eo_fail once per claim.")));
+	if (with_token)
+		ereport(ERROR,
+				(errcode(EO_ERRCODE_NOT_HELD),
+				 errmsg("idempotency key \"%s\" is already done", text_to_cstring(row->key)),
+				 errdetail("The lease was completed by a transaction that has committed."),
+				 errhint("eo_status shows its result.")));
+	ereport(ERROR,
+			(errcode(EO_ERRCODE_NOT_HELD),
+			 errmsg("idempotency key \"%s\" is already done", text_to_cstring(row->key)),
+			 row->state == EO_TXN_CLAIMED ?
+			 errdetail("It was claimed in a transaction that has committed, which made it done.") :
+			 errdetail("A transaction that has committed completed it."),
+			 errhint("Claim and complete a key in one transaction (in autocommit every statement is a transaction of its own); "
+					 "for work that spans transactions, claim with a lease and pass its lease_token.")));
+}
+
 static void
 refuse_not_held(const EoKey *row, bool with_token)
 {
 	if (row->state == EO_DONE || row->state == EO_TXN_CLAIMED)
-		ereport(ERROR,
-				(errcode(EO_ERRCODE_NOT_HELD),
-				 errmsg("idempotency key \"%s\" is already done",
-						text_to_cstring(row->key))));
+		refuse_done(row, row->state == EO_DONE &&
+					TransactionIdIsCurrentTransactionId(row->xmin), with_token);
 	if (row->state == EO_REJECTED)
 		ereport(ERROR,
 				(errcode(EO_ERRCODE_NOT_HELD),
@@ -534,7 +568,8 @@ refuse_stale(const EoKey *row, int64 token, const char *detail)
 			(errcode(EO_ERRCODE_STALE_TOKEN),
 			 errmsg("lease token " INT64_FORMAT " for idempotency key \"%s\" is stale",
 					token, text_to_cstring(row->key)),
-			 errdetail("%s", detail)));
+			 errdetail("%s", detail),
+			 errhint("Stop this attempt: make no outside call for it and record nothing of it; the key's current holder does the work.")));
 }
 
 /*
@@ -617,7 +652,7 @@ complete_pending(text *key, int32 scope, Jsonb *result, Oid caller)
 		return false;
 	check_owner(pending, caller);
 	if (pending->state == EO_DONE)
-		refuse_not_held(pending, false);
+		refuse_done(pending, true, false);
 	eo_pending_set_done(pending, result);
 	return true;
 }

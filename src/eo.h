@@ -176,6 +176,7 @@ extern int	eo_cancel_doomed_waiters(const struct LOCKTAG *tag, LOCKMODE mode, Oi
 /* validate.c: each raises one clear error or returns the checked value */
 extern text *eo_check_key(Datum value, bool isnull);
 extern text *eo_check_fingerprint(Datum value, bool isnull);
+extern void eo_warn_fingerprint_as_lease(const text *fingerprint);
 extern Jsonb *eo_check_result(Datum value, bool isnull);
 extern text *eo_check_recovery_point(Datum value, bool isnull);
 extern Jsonb *eo_check_recovery_state(Datum value, bool isnull);
@@ -277,19 +278,33 @@ extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
 								   int64 *dead);
 extern const EoGenSet *eo_ks_generations(void);
 
-/* Which dead keys eo_ks_each_dead visits (eo_redrive_dead). */
-typedef struct EoDeadFilter
+/* Which keys eo_ks_each_key visits (eo_redrive_dead, eo_list_keys). */
+typedef struct EoKeyFilter
 {
 	Oid			caller;			/* only keys of owners it has the privileges of */
 	int32		scope;
+	const char *states;			/* "char"[] literal of the states: "{x}" */
 	text	   *prefix;			/* NULL: any key */
 	bool		has_since;
-	TimestampTz since;			/* made dead at or after */
+	TimestampTz since;			/* last changed at or after */
 	bool		has_before;
-	TimestampTz before;			/* made dead before */
-} EoDeadFilter;
-extern void eo_ks_each_dead(const EoDeadFilter *f, void (*fn) (text *key, void *arg),
-							void *arg);
+	TimestampTz before;			/* last changed before */
+	bool		redrivable;		/* pass over generations in 0.2.0's shape */
+} EoKeyFilter;
+
+/* What eo_ks_each_key hands over of each key. */
+typedef struct EoListedKey
+{
+	text	   *key;
+	char		state;
+	int32		attempts;
+	text	   *last_error;		/* NULL if none */
+	TimestampTz updated_at;
+	bool		has_expiry;
+	TimestampTz lease_expires_at;
+} EoListedKey;
+extern void eo_ks_each_key(const EoKeyFilter *f,
+						   bool (*fn) (const EoListedKey *key, void *arg), void *arg);
 extern bool eo_ks_prepare_retire(int32 gen, TimestampTz cutoff);
 extern const char *eo_ks_generation_table(int32 gen);
 

@@ -1263,26 +1263,28 @@ eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit, int64 *dead)
 }
 
 /*
- * Call `fn` with each dead key of `f->scope` in the live generations that
- * matches `f`: owned by a role f->caller has the privileges of (as
- * has_privs_of_role), a key that starts with f->prefix (if set), made dead
- * (updated_at) at or after f->since and before f->before (each if set).
- * Read through a cursor per generation, so that any number of keys takes
- * bounded memory; its snapshot does not see what `fn` changes.  A 0.2.0
- * generation (ks_fill_values) is passed over: its keys cannot be
- * redriven.  After eo_ks_open: the cursor reads as the owner.
+ * Call `fn` with each key of `f->scope` in the live generations that
+ * matches `f`: in one of the states f->states, owned by a role f->caller
+ * has the privileges of (as has_privs_of_role), a key that starts with
+ * f->prefix (if set), last changed (updated_at) at or after f->since and
+ * before f->before (each if set), until `fn` returns false.  Read through
+ * a cursor per generation, newest first and by updated_at within one, so
+ * that any number of keys takes bounded memory; its snapshot does not see
+ * what `fn` changes.  With f->redrivable, a 0.2.0 generation
+ * (ks_fill_values) is passed over: its keys cannot be redriven.  After
+ * eo_ks_open: the cursor reads as the owner.
  */
-/* A cursor over the dead keys of generation `g` that `f` matches. */
+/* A cursor over the keys of generation `g` that `f` matches. */
 static Portal
-ks_open_dead_cursor(const Generation *g, const EoDeadFilter *f)
+ks_open_key_cursor(const Generation *g, const EoKeyFilter *f)
 {
-	Oid			argtypes[5] = {INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID};
-	Datum		values[5] = {Int32GetDatum(f->scope), PointerGetDatum(f->prefix),
+	Oid			argtypes[6] = {INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID, TEXTOID};
+	Datum		values[6] = {Int32GetDatum(f->scope), PointerGetDatum(f->prefix),
 		TimestampTzGetDatum(f->since), TimestampTzGetDatum(f->before),
-	ObjectIdGetDatum(f->caller)};
+	ObjectIdGetDatum(f->caller), CStringGetTextDatum(f->states)};
 	/* a superuser's call also reaches the keys of roles dropped since */
-	char		nulls[5] = {' ', f->prefix ? ' ' : 'n', f->has_since ? ' ' : 'n',
-	f->has_before ? ' ' : 'n', superuser_arg(f->caller) ? 'n' : ' '};
+	char		nulls[6] = {' ', f->prefix ? ' ' : 'n', f->has_since ? ' ' : 'n',
+	f->has_before ? ' ' : 'n', superuser_arg(f->caller) ? 'n' : ' ', ' '};
 
 	/*
 	 * Keys of owners the caller has not the privileges of are left out here,
@@ -1291,34 +1293,57 @@ ks_open_dead_cursor(const Generation *g, const EoDeadFilter *f)
 	 * which pg_has_role on the key's owner would raise).
 	 */
 	return SPI_cursor_open_with_args(NULL, psprintf(
-		"SELECT key FROM %s WHERE state OPERATOR(pg_catalog.=) 'x'"
+		"SELECT key, state, attempts, last_error, updated_at, lease_expires_at FROM %s"
+		" WHERE state OPERATOR(pg_catalog.=) ANY ($6::pg_catalog.\"char\"[])"
 		" AND scope OPERATOR(pg_catalog.=) $1"
 		" AND ($2 IS NULL OR pg_catalog.starts_with(key, $2))"
 		" AND ($3 IS NULL OR updated_at OPERATOR(pg_catalog.>=) $3)"
 		" AND ($4 IS NULL OR updated_at OPERATOR(pg_catalog.<) $4)"
 		" AND ($5 IS NULL OR owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY("
 		"   SELECT r.oid FROM pg_catalog.pg_roles r"
-		"   WHERE pg_catalog.pg_has_role($5, r.oid, 'USAGE'))))",
-		g->table), 5, argtypes, values, nulls, true, 0);
+		"   WHERE pg_catalog.pg_has_role($5, r.oid, 'USAGE'))))"
+		" ORDER BY updated_at",
+		g->table), 6, argtypes, values, nulls, true, 0);
+}
+
+/* One row of the cursor, copied into the current memory context. */
+static EoListedKey *
+ks_listed_key(HeapTuple tuple, TupleDesc desc)
+{
+	EoListedKey *k = palloc0(sizeof(EoListedKey));
+	bool		isnull;
+	Datum		d;
+
+	k->key = DatumGetTextPCopy(SPI_getbinval(tuple, desc, 1, &isnull));
+	k->state = DatumGetChar(SPI_getbinval(tuple, desc, 2, &isnull));
+	k->attempts = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+	d = SPI_getbinval(tuple, desc, 4, &isnull);
+	k->last_error = isnull ? NULL : DatumGetTextPCopy(d);
+	k->updated_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 5, &isnull));
+	d = SPI_getbinval(tuple, desc, 6, &isnull);
+	k->has_expiry = !isnull;
+	k->lease_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
+	return k;
 }
 
 void
-eo_ks_each_dead(const EoDeadFilter *f, void (*fn) (text *key, void *arg), void *arg)
+eo_ks_each_key(const EoKeyFilter *f, bool (*fn) (const EoListedKey *key, void *arg), void *arg)
 {
-	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "eo dead keys",
+	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "eo listed keys",
 												ALLOCSET_DEFAULT_SIZES);
 	/* what `fn` allocates for one key (its row, detoasted) goes with it */
-	MemoryContext each = AllocSetContextCreate(CurrentMemoryContext, "eo dead key",
+	MemoryContext each = AllocSetContextCreate(CurrentMemoryContext, "eo listed key",
 											   ALLOCSET_DEFAULT_SIZES);
+	bool		more = true;
 
-	for (int i = 0; i < store.ngens; i++)
+	for (int i = 0; i < store.ngens && more; i++)
 	{
 		Portal		portal;
 
-		if (store.gens[i].natts < KEY_NATTS)
+		if (f->redrivable && store.gens[i].natts < KEY_NATTS)
 			continue;
-		portal = ks_open_dead_cursor(&store.gens[i], f);
-		for (;;)
+		portal = ks_open_key_cursor(&store.gens[i], f);
+		while (more)
 		{
 			MemoryContext old;
 			List	   *keys = NIL;
@@ -1329,18 +1354,15 @@ eo_ks_each_dead(const EoDeadFilter *f, void (*fn) (text *key, void *arg), void *
 				break;
 			old = MemoryContextSwitchTo(batch);
 			for (uint64 n = 0; n < SPI_processed; n++)
-			{
-				bool		isnull;
-
-				keys = lappend(keys, DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[n],
-																	 SPI_tuptable->tupdesc, 1, &isnull)));
-			}
+				keys = lappend(keys, ks_listed_key(SPI_tuptable->vals[n], SPI_tuptable->tupdesc));
 			SPI_freetuptable(SPI_tuptable);
 			foreach(lc, keys)
 			{
 				MemoryContextSwitchTo(each);
-				fn((text *) lfirst(lc), arg);
+				more = fn((EoListedKey *) lfirst(lc), arg);
 				MemoryContextReset(each);
+				if (!more)
+					break;
 			}
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(batch);

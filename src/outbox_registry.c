@@ -530,7 +530,10 @@ missing:
 	if (!missing_ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("outbox \"%s\" does not exist", name)));
+				 errmsg("outbox \"%s\" does not exist", name),
+				 strchr(name, '.') != NULL ?
+				 errhint("An outbox is named without a schema (its name is unique in the database): "
+						 "the name given to eo_outbox_create, not its table's qualified name.") : 0));
 	return NULL;
 }
 

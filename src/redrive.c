@@ -47,13 +47,14 @@ typedef struct BulkRedrive
 	int64		redriven;
 } BulkRedrive;
 
-static void
-redrive_one(text *key, void *arg)
+static bool
+redrive_one(const EoListedKey *key, void *arg)
 {
 	BulkRedrive *bulk = (BulkRedrive *) arg;
 
-	if (eo_redrive_key(key, bulk->scope, bulk->caller, true))
+	if (eo_redrive_key(key->key, bulk->scope, bulk->caller, true))
 		bulk->redriven++;
+	return true;
 }
 
 /*
@@ -69,12 +70,14 @@ eo_redrive_dead(PG_FUNCTION_ARGS)
 {
 	Oid			caller = GetUserId();
 	EoScope		scope;
-	EoDeadFilter filter;
+	EoKeyFilter filter = {0};
 	BulkRedrive bulk;
 
 	eo_scope_resolve(PG_GETARG_DATUM(0), PG_ARGISNULL(0), caller, &scope);
 	filter.caller = caller;
 	filter.scope = scope.id;
+	filter.states = "{x}";
+	filter.redrivable = true;
 	filter.prefix = eo_check_key_prefix(PG_GETARG_DATUM(1), PG_ARGISNULL(1));
 	filter.has_since = !PG_ARGISNULL(2);
 	filter.since = filter.has_since ? PG_GETARG_TIMESTAMPTZ(2) : 0;
@@ -86,7 +89,7 @@ eo_redrive_dead(PG_FUNCTION_ARGS)
 	bulk.scope = scope.id;
 	bulk.redriven = 0;
 	eo_ks_open(EO_KS_READ);
-	eo_ks_each_dead(&filter, redrive_one, &bulk);
+	eo_ks_each_key(&filter, redrive_one, &bulk);
 	eo_ks_close();
 	PG_RETURN_INT64(bulk.redriven);
 }

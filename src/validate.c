@@ -13,6 +13,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -70,6 +71,59 @@ eo_check_fingerprint(Datum value, bool isnull)
 		return NULL;
 	return check_text(value, false, "fingerprint", EO_MAX_FINGERPRINT_BYTES,
 					  ERRCODE_PROGRAM_LIMIT_EXCEEDED, true);
+}
+
+/*
+ * Does `fp` read as an interval with a unit ('30 seconds', '5 min',
+ * 'PT30S')?  A number alone or '12:30' does not count: fingerprints like
+ * those are plausible, an interval spelled with its unit is not.
+ */
+static bool
+reads_as_interval(const text *fp)
+{
+	int			len = VARSIZE_ANY_EXHDR(fp);
+	char		str[64];
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	struct pg_itm_in itm;
+	bool		letter = false;
+
+	/* Cheap filters first: every claim with a fingerprint comes here. */
+	if (len == 0 || len >= (int) sizeof(str) ||
+		strchr("0123456789+-.@P", *VARDATA_ANY(fp)) == NULL)
+		return false;
+	memcpy(str, VARDATA_ANY(fp), len);
+	str[len] = '\0';
+	for (int i = 0; i < len; i++)
+		letter |= (str[i] >= 'a' && str[i] <= 'z') || (str[i] >= 'A' && str[i] <= 'Z');
+	if (!letter)
+		return false;
+	if (str[0] == 'P')
+		return DecodeISO8601Interval(str, &dtype, &itm) == 0 && dtype == DTK_DELTA;
+	return ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf) == 0 &&
+		DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE, &dtype, &itm) == 0 &&
+		dtype == DTK_DELTA;
+}
+
+/*
+ * eo_claim('k', '30 seconds') passes the interval as the fingerprint (the
+ * second argument) and claims in transaction mode, without a lease.  It
+ * is not refused, since a fingerprint may be any text, but warned of (a
+ * WARNING also reaches the server log, where drivers that hide notices
+ * do not).
+ */
+void
+eo_warn_fingerprint_as_lease(const text *fingerprint)
+{
+	if (fingerprint != NULL && reads_as_interval(fingerprint))
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("fingerprint \"%s\" looks like a lease", text_to_cstring(fingerprint)),
+				 errdetail("The second argument of eo_claim is the fingerprint: this claim has no lease and belongs to the transaction."),
+				 errhint("For a lease, name it: eo_claim(key, lease => '%s').", text_to_cstring(fingerprint))));
 }
 
 /* A jsonb argument of at most EO_MAX_RESULT_BYTES, or NULL. */
