@@ -47,7 +47,7 @@ PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
 	outbox outbox_privileges outbox_bad_input outbox_retention relay_bounds partitions plans key_indexes deferred stats http scopes outcomes tombstones recovery redrive \
-	security traps list_keys
+	security traps list_keys comments
 REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recreated tombstone-retire claim-deferred claim-isolation-levels \

@@ -144,6 +144,124 @@ BEGIN
 END
 $$;
 
+-- ---- comments (\df+, \dd) ----
+
+-- One line each, on what a user calls or reads: the functions and views
+-- of the extension's schema and of eo_metrics (eo_internal's are eo's
+-- own).  sql/comments.sql lists every member of the extension outside
+-- eo_internal that has none.  No COMMENT here waits on another role: on
+-- a view it takes SHARE UPDATE EXCLUSIVE, which a reader's ACCESS SHARE
+-- does not block; on a function, type or schema a lock that only their
+-- owner's statements take.  The extension's own comment comes from
+-- eo.control on a fresh install, which CREATE EXTENSION sets before it
+-- runs the scripts; it is set here too, so that an updated database
+-- says the same.
+COMMENT ON EXTENSION eo IS 'effectively-once processing: idempotency keys with leases and fencing tokens, and a transactional outbox';
+COMMENT ON SCHEMA eo_metrics IS 'eo''s metrics for scrapers: counts and ages only, cheap at any size, readable by pg_monitor';
+COMMENT ON TYPE @extschema@.eo_claim_result IS 'the row eo_claim returns';
+
+-- keys
+COMMENT ON FUNCTION @extschema@.eo_claim(pg_catalog.text, pg_catalog.text, pg_catalog.interval, pg_catalog.text) IS
+    'claim an idempotency key, in this transaction or under a lease: claimed, duplicate, busy or dead';
+COMMENT ON FUNCTION @extschema@.eo_complete(pg_catalog.text, pg_catalog.jsonb, pg_catalog.int8, pg_catalog.text) IS
+    'mark a claimed key done, with the result to replay to its duplicates';
+COMMENT ON FUNCTION @extschema@.eo_fail(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval, pg_catalog.text, pg_catalog.text, pg_catalog.bool) IS
+    'record a failed attempt of a key, or a final failure: retry, dead or rejected';
+COMMENT ON FUNCTION @extschema@.eo_extend(pg_catalog.text, pg_catalog.int8, pg_catalog.interval, pg_catalog.text) IS
+    'renew the lease on a key, given its current token; returns the new expiry';
+COMMENT ON FUNCTION @extschema@.eo_recovery_point(pg_catalog.text, pg_catalog.int8, pg_catalog.text, pg_catalog.jsonb, pg_catalog.text) IS
+    'record how far the holder of a key''s lease got, for the key''s next holder to resume from';
+COMMENT ON FUNCTION @extschema@.eo_redrive(pg_catalog.text, pg_catalog.text) IS
+    'make a dead key claimable again; false if it was not dead';
+COMMENT ON FUNCTION @extschema@.eo_redrive_dead(pg_catalog.text, pg_catalog.text, pg_catalog.timestamptz, pg_catalog.timestamptz) IS
+    'make every matching dead key the caller may act on claimable again; returns how many';
+COMMENT ON FUNCTION @extschema@.eo_list_keys(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4) IS
+    'the keys the caller may act on in one state and scope, at most max_rows, without results; reads every key';
+COMMENT ON FUNCTION @extschema@.eo_status(pg_catalog.text, pg_catalog.text) IS
+    'read a key''s state without claiming it: processing, done, failed, dead, rejected or in_doubt; no row if unknown';
+COMMENT ON FUNCTION @extschema@.eo_scope_create(pg_catalog.text, pg_catalog.text) IS
+    'create a scope: a namespace of keys owned by a role';
+COMMENT ON FUNCTION @extschema@.eo_scope_drop(pg_catalog.text) IS
+    'drop a scope; its keys can no longer be reached';
+COMMENT ON FUNCTION @extschema@.eo_http_answer(pg_catalog.text, pg_catalog.jsonb, pg_catalog.timestamptz) IS
+    'HTTP status and Retry-After seconds for an outcome of eo_claim';
+COMMENT ON FUNCTION @extschema@.eo_http_error_status(pg_catalog.text) IS
+    'HTTP status for an error eo_claim raised about the key, or NULL';
+COMMENT ON VIEW @extschema@.eo_scopes IS
+    'the scopes (namespaces of keys) and the roles that own them';
+
+-- outboxes and relays
+COMMENT ON FUNCTION @extschema@.eo_outbox_create(pg_catalog.text, pg_catalog.name, pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.int4, pg_catalog.interval, pg_catalog.bool) IS
+    'create an outbox table (or adopt one eo made before); returns it';
+COMMENT ON FUNCTION @extschema@.eo_outbox_drop(pg_catalog.text) IS
+    'drop an outbox with its events and consumer groups';
+COMMENT ON FUNCTION @extschema@.eo_emit(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) IS
+    'write an event to an outbox in the caller''s transaction; returns its id';
+COMMENT ON FUNCTION @extschema@.eo_group_create(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
+    'create a consumer group of an outbox, owned by a role';
+COMMENT ON FUNCTION @extschema@.eo_group_drop(pg_catalog.text, pg_catalog.text) IS
+    'drop a consumer group of an outbox, with its position';
+COMMENT ON FUNCTION @extschema@.eo_relay_fetch(pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval) IS
+    'lease the next page of events of a free slot of a consumer group';
+COMMENT ON FUNCTION @extschema@.eo_relay_fetch(pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval, pg_catalog.int4, pg_catalog.bool) IS
+    'lease the next pages of events of several free slots of a consumer group, a token each';
+COMMENT ON FUNCTION @extschema@.eo_relay_status(pg_catalog.text, pg_catalog.text) IS
+    'per slot of a consumer group: exact backlog, and whether caught up, ready or leased';
+COMMENT ON FUNCTION @extschema@.eo_relay_ack(pg_catalog.text, pg_catalog.text, pg_catalog.int8) IS
+    'acknowledge a leased page of events; returns how many events it covered';
+COMMENT ON FUNCTION @extschema@.eo_relay_ack(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.int8) IS
+    'acknowledge a leased page''s events up to upto_seq (the rest comes back); returns how many';
+COMMENT ON FUNCTION @extschema@.eo_relay_ack_pages(pg_catalog.text, pg_catalog.text, pg_catalog.int8[]) IS
+    'acknowledge the pages of several lease tokens whole, all or nothing; returns how many events';
+COMMENT ON FUNCTION @extschema@.eo_relay_extend(pg_catalog.text, pg_catalog.text, pg_catalog.int8, pg_catalog.interval) IS
+    'renew the lease on a page of events; returns the new expiry';
+COMMENT ON FUNCTION @extschema@.eo_relay_release(pg_catalog.text, pg_catalog.text, pg_catalog.int8) IS
+    'give a leased page of events back unacknowledged';
+COMMENT ON FUNCTION @extschema@.eo_relay_wait(pg_catalog.text, pg_catalog.interval) IS
+    'sleep until a transaction that wrote events to the outbox commits (true) or the timeout ends (false)';
+COMMENT ON FUNCTION @extschema@.eo_relay_wait(pg_catalog.text, pg_catalog.interval, pg_catalog.text, pg_catalog.interval) IS
+    'sleep as eo_relay_wait(outbox, timeout) does, or until a lease of the group can be taken over; then linger';
+
+-- maintenance and monitoring
+COMMENT ON FUNCTION @extschema@.eo_maintain() IS
+    'run one maintenance pass: reclaim expired leases, switch, retire and drop key generations, keep outbox partitions';
+COMMENT ON FUNCTION @extschema@.eo_outbox_maintain() IS
+    'run the outbox part of a maintenance pass alone: partitions made ahead, dropped, held or busy';
+COMMENT ON FUNCTION @extschema@.eo_keys() IS
+    'every key row of the live generations, every role''s, results included (for debugging; granted to no one)';
+COMMENT ON FUNCTION @extschema@.eo_key_stats() IS
+    'exact counts of keys by state and of leases, reading every key (behind eo_keys_overview)';
+COMMENT ON FUNCTION @extschema@.eo_claim_stats() IS
+    'duplicates served, fingerprint conflicts and stale tokens refused in this database (behind eo_keys_overview)';
+COMMENT ON FUNCTION @extschema@.eo_outbox_stats() IS
+    'per outbox and consumer group: exact backlog, lag, whether it holds retention back (behind eo_outbox_status)';
+COMMENT ON VIEW @extschema@.eo_keys_overview IS
+    'exact counts of keys by state and of leases, reading every key, and what claims replayed or refused';
+COMMENT ON VIEW @extschema@.eo_outbox_status IS
+    'per outbox and consumer group: exact backlog, oldest unacknowledged event, lag, whether it holds retention back';
+COMMENT ON VIEW @extschema@.eo_partitions IS
+    'the key store''s generations: state, time span, estimated keys and size';
+
+-- eo_metrics: for scrapers, cheap at any size
+COMMENT ON FUNCTION eo_metrics.claims() IS
+    'counters of what the key functions answered in this database (behind view eo_metrics.claims)';
+COMMENT ON FUNCTION eo_metrics.keys_redriven() IS
+    'dead keys redriven in this database (column keys_redriven of view eo_metrics.claims)';
+COMMENT ON FUNCTION eo_metrics.maintenance() IS
+    'counters of the maintenance passes in this database (behind view eo_metrics.maintenance)';
+COMMENT ON FUNCTION eo_metrics.keys() IS
+    'the key store''s size, leases and retries waiting, from the catalog and the lease index (behind view eo_metrics.keys)';
+COMMENT ON FUNCTION eo_metrics.outbox() IS
+    'per outbox and consumer group: event counters and the oldest pending event''s age (behind view eo_metrics.outbox)';
+COMMENT ON VIEW eo_metrics.claims IS
+    'what the key functions answered in this database: claimed, duplicates, busy, dead and more, counted';
+COMMENT ON VIEW eo_metrics.maintenance IS
+    'the maintenance passes in this database: the last one''s end and length, and counters';
+COMMENT ON VIEW eo_metrics.keys IS
+    'the key store: generations, estimated keys, bytes, leases and retries waiting';
+COMMENT ON VIEW eo_metrics.outbox IS
+    'per outbox and consumer group: events emitted, fetched, acknowledged, redelivered; oldest pending age';
+
 -- ---- keys: the new columns, last ----
 
 -- What claims need is changed last, after everything that may wait for a
