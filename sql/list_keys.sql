@@ -9,6 +9,7 @@ CREATE ROLE regress_eo_lk_lead IN ROLE regress_eo_lk_alice;
 GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text), eo_fail(text, text, bigint, interval, text, text, boolean),
       eo_list_keys(text, text, text, int), eo_scope_create(text, text)
    TO regress_eo_lk_alice, regress_eo_lk_bob, regress_eo_lk_lead;
+GRANT EXECUTE ON FUNCTION eo_test_try(text) TO regress_eo_lk_alice, regress_eo_lk_bob, regress_eo_lk_lead;
 SET eo.max_attempts = 1;
 SET ROLE regress_eo_lk_alice;
 SELECT eo_fail('lk:a1', 'card declined');
@@ -40,8 +41,10 @@ SELECT eo_test_try($$SELECT count(*) FROM eo_list_keys('dead', max_rows => 0)$$)
 SELECT eo_test_try($$SELECT count(*) FROM eo_list_keys('dead', max_rows => 10001)$$);
 -- not granted to PUBLIC
 CREATE ROLE regress_eo_lk_nobody;
+GRANT EXECUTE ON FUNCTION eo_test_try(text) TO regress_eo_lk_nobody;
 SET ROLE regress_eo_lk_nobody;
 SELECT eo_test_try($$SELECT count(*) FROM eo_list_keys('dead')$$);
 RESET ROLE;
 RESET eo.max_attempts;
+REVOKE EXECUTE ON FUNCTION eo_test_try(text) FROM regress_eo_lk_nobody;
 DROP ROLE regress_eo_lk_nobody;

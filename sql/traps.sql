@@ -74,6 +74,7 @@ SELECT * FROM eo_test_hint($$SELECT eo_emit('no_such_outbox', 'a', '1', 't', '{}
 -- eo_keys() granted to an operator's role works (it runs as the owner)
 CREATE ROLE regress_eo_ops;
 GRANT EXECUTE ON FUNCTION eo_keys() TO regress_eo_ops;
+GRANT EXECUTE ON FUNCTION eo_test_try(text) TO regress_eo_ops;
 SET ROLE regress_eo_ops;
 SELECT count(*) > 0 AS sees_keys FROM eo_keys() WHERE key LIKE 'traps:%';
 RESET ROLE;
@@ -81,5 +82,6 @@ REVOKE EXECUTE ON FUNCTION eo_keys() FROM regress_eo_ops;
 SET ROLE regress_eo_ops;
 SELECT eo_test_try('SELECT count(*) FROM eo_keys()');
 RESET ROLE;
+REVOKE EXECUTE ON FUNCTION eo_test_try(text) FROM regress_eo_ops;
 DROP ROLE regress_eo_ops;
 DROP FUNCTION eo_test_hint(text);
