@@ -135,6 +135,7 @@ listen_addresses = ''
 unix_socket_directories = '$pg/sock'
 port = $PGPORT
 shared_preload_libraries = 'eo'
+max_worker_processes = 16     # as the README's install steps say
 max_prepared_transactions = 10
 eo.naptime = 3600           # the worker's own tests (TAP) use their own nodes
 fsync = off                  # test data: speed over durability
