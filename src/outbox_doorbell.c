@@ -240,6 +240,12 @@ eo_doorbell_wait(Oid outbox, uint64 seen, int64 timeout_ms)
 	bool		registered = shared != NULL && register_waiter(bell);
 	bool		rang = false;
 
+	/*
+	 * The waiter's entry stored before the bell is read, as a ringer
+	 * increments the bell before it reads the entries: one of the two sees
+	 * the other.  A spinlock's release lets a later read pass the store.
+	 */
+	pg_memory_barrier();
 	PG_TRY();
 	{
 		for (;;)

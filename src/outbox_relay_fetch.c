@@ -3,8 +3,9 @@
  *	  eo_relay_fetch and eo_relay_wait: which slots of a group have events
  *	  (the probe), locking and serving them (one by one, or together in
  *	  three statements), the cut (a new snapshot S with hi(S)), and the
- *	  doorbell wait with the group's leases in view.  Batches, bounds and
- *	  leases are described at the top of outbox_relay.c.
+ *	  doorbell wait with the group's leases in view, which sleeps holding
+ *	  none of the locks its look took (see eo_relay_wait).  Batches,
+ *	  bounds and leases are described at the top of outbox_relay.c.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -22,6 +23,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -943,11 +945,15 @@ bell_xact_callback(XactEvent event, void *arg)
 		eo_ob_forget_fetches();
 }
 
+/* The subtransaction of eo_relay_wait's look (look_and_let_go), if any. */
+static SubTransactionId looking = InvalidSubTransactionId;
+
 static void
 bell_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					  SubTransactionId parentSubid, void *arg)
 {
-	if (event == SUBXACT_EVENT_ABORT_SUB)
+	/* the wait's look is rolled back only to let its locks go: no fetch undone */
+	if (event == SUBXACT_EVENT_ABORT_SUB && mySubid != looking)
 		eo_ob_forget_fetches();
 }
 
@@ -1121,13 +1127,115 @@ linger_ms(int64 ms)
  */
 #define BLOCKED_BACKOFF_MS 10
 
-/* eo_relay_wait's "fetch now" (true), after a back-off if the last fetch was held up. */
-static Datum
-fetch_again(const EoBell *bell, int64 timeout_ms)
+/*
+ * Run look(arg) in a subtransaction that is rolled back, whether it
+ * succeeded or not: every lock it took is let go (those the transaction
+ * held before stay), and so are its other traces.  An error is raised
+ * again after the rollback, so that a caller's own subtransaction (a
+ * PL/pgSQL block with EXCEPTION) is the current one when it catches it.
+ */
+static void
+look_and_let_go(void (*look) (void *), void *arg)
 {
-	if (bell->blocked)
-		linger_ms(Min(timeout_ms, BLOCKED_BACKOFF_MS));
-	return BoolGetDatum(true);
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	looking = GetCurrentSubTransactionId();
+	PG_TRY();
+	{
+		look(arg);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		looking = InvalidSubTransactionId;
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	RollbackAndReleaseCurrentSubTransaction();
+	looking = InvalidSubTransactionId;
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+}
+
+/* What eo_relay_wait does after its look (see there). */
+typedef enum WaitNext
+{
+	WAIT_FETCH_NOW,				/* return true at once */
+	WAIT_BACK_OFF,				/* ... after BLOCKED_BACKOFF_MS */
+	WAIT_SLEEP					/* sleep on the doorbell */
+} WaitNext;
+
+typedef struct WaitLook
+{
+	FunctionCallInfo fcinfo;	/* eo_relay_wait's arguments, checked */
+	const char *grp;			/* NULL: without a group */
+	TimestampTz start;
+	/* what the look found */
+	WaitNext	next;
+	Oid			relid;			/* the outbox table: its doorbell */
+	uint64		seen;			/* the doorbell before the last fetch */
+	int64		takeover;		/* ms until a lease can be taken over, -1: none */
+} WaitLook;
+
+/*
+ * eo_relay_wait's look before it sleeps: the caller's rights, the group,
+ * what this session's last fetch left, when a lease of the group can be
+ * taken over.  Everything it needs after is copied into w (plain values:
+ * the look is rolled back).
+ */
+static void
+wait_look(void *arg)
+{
+	WaitLook   *w = (WaitLook *) arg;
+	FunctionCallInfo fcinfo = w->fcinfo;
+	EoOutbox   *ob;
+	int32		group_id = 0;
+	EoBell	   *bell;
+
+	w->next = WAIT_FETCH_NOW;
+	w->takeover = -1;
+	if (w->grp != NULL)
+	{
+		EoRelayCall call;
+
+		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), w->grp);
+		group_id = call.group_id;
+		bell = bell_find(call.ob, group_id);
+		/* the bell rang already: it lingers below, no lease to wait for */
+		if (bell != NULL && bell->known && eo_doorbell_read(call.ob->relid) == bell->seen)
+			w->takeover = next_takeover_ms(&call, w->start);
+		eo_relay_end(&call);
+		if (w->takeover == 0)
+			return;
+	}
+	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+
+	/*
+	 * With a group, what this session's last fetch of that group left;
+	 * without, what its last fetch of the outbox left.  None (no such
+	 * fetch, or only before EO_BELLS other groups'): fetch now.
+	 */
+	bell = bell_find(ob, group_id != 0 ? group_id : ob->bells[ob->bell_last].group_id);
+	if (bell == NULL)
+		return;
+	if (!bell->known)
+	{
+		w->next = bell->blocked ? WAIT_BACK_OFF : WAIT_FETCH_NOW;
+		return;
+	}
+	w->next = WAIT_SLEEP;
+	w->relid = ob->relid;
+	w->seen = bell->seen;
 }
 
 /*
@@ -1148,55 +1256,48 @@ fetch_again(const EoBell *bell, int64 timeout_ms)
  * taken over, and after the bell rang it lingers `linger` more, within
  * the timeout, so that the next page holds more than one commit's events
  * (not when the last fetch left events: they are there already).
+ *
+ * Locks.  A relay may sleep here an hour, in a loop; retention drops an
+ * outbox's partitions under ACCESS EXCLUSIVE on the outbox table.  So
+ * everything read before the sleep is read in a subtransaction that is
+ * then rolled back (look_and_let_go): the sleeps hold none of the locks
+ * the look took, on the outbox table or eo's tables.  Nothing is read
+ * after it: the doorbell is in shared memory, and the next fetch reads
+ * everything again.  A commit between the look and the sleep is not
+ * missed: the doorbell is compared with its value before the last fetch.
+ * Locks the caller's transaction took before the call (a fetch earlier
+ * in the same transaction) are held through the sleep, as always: call
+ * it in a transaction of its own.
  */
 Datum
 eo_relay_wait(PG_FUNCTION_ARGS)
 {
-	EoOutbox   *ob;
+	WaitLook	w;
 	int64		ms;
 	int64		linger = 0;
-	int64		takeover = -1;
-	TimestampTz start = GetCurrentTimestamp();
 	bool		rang;
-	int32		group_id = 0;
-	EoBell	   *bell;
 
 	ms = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "timeout",
 											 0, USECS_PER_HOUR)) / 1000;
+	memset(&w, 0, sizeof(w));
+	w.fcinfo = fcinfo;
+	w.start = GetCurrentTimestamp();
 	if (PG_NARGS() > 2)
 	{
-		char	   *grp = eo_check_group_name(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
-		EoRelayCall call;
-
+		w.grp = eo_check_group_name(PG_GETARG_DATUM(2), PG_ARGISNULL(2));
 		linger = eo_interval_usecs(eo_check_interval(PG_GETARG_DATUM(3), PG_ARGISNULL(3), "linger",
 													 0, USECS_PER_MINUTE)) / 1000;
-		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), grp);
-		group_id = call.group_id;
-		bell = bell_find(call.ob, group_id);
-		/* the bell rang already: it lingers below, no lease to wait for */
-		if (bell != NULL && bell->known && eo_doorbell_read(call.ob->relid) == bell->seen)
-			takeover = next_takeover_ms(&call, start);
-		eo_relay_end(&call);
-		if (takeover == 0)
-			PG_RETURN_BOOL(true);
 	}
-	ob = relay_outbox(PG_GETARG_DATUM(0), PG_ARGISNULL(0));
+	look_and_let_go(wait_look, &w);
 
-	/*
-	 * With a group, what this session's last fetch of that group left;
-	 * without, what its last fetch of the outbox left.  None (no such
-	 * fetch, or only before EO_BELLS other groups'): fetch now.
-	 */
-	bell = bell_find(ob, group_id != 0 ? group_id : ob->bells[ob->bell_last].group_id);
-	if (bell == NULL)
+	if (w.next == WAIT_BACK_OFF)
+		linger_ms(Min(ms, BLOCKED_BACKOFF_MS));
+	if (w.next != WAIT_SLEEP)
 		PG_RETURN_BOOL(true);
-	if (!bell->known)
-		return fetch_again(bell, ms);
-	rang = eo_doorbell_wait(ob->relid, bell->seen,
-							takeover > 0 ? Min(ms, takeover) : ms);
+	rang = eo_doorbell_wait(w.relid, w.seen, w.takeover > 0 ? Min(ms, w.takeover) : ms);
 	if (!rang)
-		PG_RETURN_BOOL(takeover > 0 && takeover <= ms);
-	linger = Min(linger, ms - TimestampDifferenceMilliseconds(start, GetCurrentTimestamp()));
+		PG_RETURN_BOOL(w.takeover > 0 && w.takeover <= ms);
+	linger = Min(linger, ms - TimestampDifferenceMilliseconds(w.start, GetCurrentTimestamp()));
 	if (linger > 0)
 		linger_ms(linger);
 	PG_RETURN_BOOL(true);
