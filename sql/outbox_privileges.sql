@@ -89,6 +89,44 @@ SET ROLE regress_eo_relay;
 SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv2', 'g')$$);
 RESET ROLE;
 
+-- A consumer group of a role the caller is not a member of: 42501 from
+-- every function that takes a group, where a group that does not exist
+-- is 42704.  That the group exists is not hidden (see docs/security.md,
+-- "Outboxes and roles"): it is asked only by a role that may read every
+-- event of the outbox, group names are no secret (pg_monitor reads them in
+-- eo_metrics.outbox), and the error names the role to relay as.
+CREATE ROLE regress_eo_other;
+GRANT SELECT ON TABLE priv TO regress_eo_other;
+GRANT EXECUTE ON FUNCTION eo_relay_fetch(text, text, int, interval),
+                          eo_relay_fetch(text, text, int, interval, int, boolean),
+                          eo_relay_ack(text, text, bigint),
+                          eo_relay_ack(text, text, bigint, bigint),
+                          eo_relay_ack_pages(text, text, bigint[]),
+                          eo_relay_extend(text, text, bigint, interval),
+                          eo_relay_release(text, text, bigint),
+                          eo_relay_status(text, text),
+                          eo_relay_wait(text, interval, text, interval),
+                          eo_group_drop(text, text)
+    TO regress_eo_other;
+SET ROLE regress_eo_other;
+SELECT call, eo_test_try(format(call, 'g')) AS group_of_another_role,
+       eo_test_try(format(call, 'nope')) AS no_such_group
+FROM (VALUES ($$SELECT count(*) FROM eo_relay_fetch('priv', %L)$$),
+             ($$SELECT count(*) FROM eo_relay_fetch('priv', %L, 10, '1 minute', 2, true)$$),
+             ($$SELECT eo_relay_ack('priv', %L, 1)$$),
+             ($$SELECT eo_relay_ack('priv', %L, 1, 1)$$),
+             ($$SELECT eo_relay_ack_pages('priv', %L, '{1}')$$),
+             ($$SELECT eo_relay_extend('priv', %L, 1, '1 minute')$$),
+             ($$SELECT eo_relay_release('priv', %L, 1)$$),
+             ($$SELECT count(*) FROM eo_relay_status('priv', %L)$$),
+             ($$SELECT eo_relay_wait('priv', '1 s', %L, '0')$$),
+             ($$SELECT eo_group_drop('priv', %L)$$)) v(call) \gx
+-- Without SELECT on the outbox, no group is looked up: the same answer
+-- for one that exists and one that does not.
+SELECT eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv2', 'g')$$) AS group_exists,
+       eo_test_try($$SELECT count(*) FROM eo_relay_fetch('priv2', 'nope')$$) AS no_such_group;
+RESET ROLE;
+
 -- Clean up.
 SELECT eo_outbox_drop('priv');
 SELECT eo_outbox_drop('priv2');
@@ -98,4 +136,5 @@ REVOKE ALL ON FUNCTION eo_relay_fetch(text, text, int, interval),
                        eo_relay_ack(text, text, bigint),
                        eo_relay_ack_pages(text, text, bigint[])
     FROM regress_eo_relay, regress_eo_app;
-DROP ROLE regress_eo_app, regress_eo_relay, regress_eo_nobody;
+DROP OWNED BY regress_eo_other;	-- its grants
+DROP ROLE regress_eo_app, regress_eo_relay, regress_eo_nobody, regress_eo_other;
