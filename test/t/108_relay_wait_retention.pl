@@ -128,6 +128,9 @@ WHERE partition = 'eo_internal.o_old$n'});
 	is($node->safe_psql('postgres',
 			qq{SELECT count(*) FROM pg_class WHERE relname = 'o_old$n'}),
 		'0', "$what: ... and it is gone");
+	is($node->safe_psql('postgres', qq{
+SELECT state || ' ' || wait_event_type FROM pg_stat_activity WHERE pid = $relay_pid}),
+		'active Extension', "$what: ... while the relay still sleeps");
 }
 
 sub emit
@@ -176,6 +179,7 @@ $relay{out} = '';
 $m = relay_sleep_in(q{SELECT 'woke=' || eo_relay_wait('o', '1 hour', 'g', '1 minute');});
 emit('e');
 usleep(500_000);
+$relay{h}->pump_nb;
 ok($relay{out} !~ /done-$m/, 'the bell rang: the relay lingers');
 retention_while_asleep(3, 'lingering');
 $node->safe_psql('postgres', qq{SELECT pg_cancel_backend($relay_pid);});
