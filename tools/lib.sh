@@ -18,8 +18,9 @@ log() { printf '\n== %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The Debian packages that provide all of it.
-# libnats-dev (the NATS C client) builds eo_nats, nats-server runs its test.
-PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc pkg-config libnats-dev nats-server"
+# libnats-dev (the NATS C client) builds eo_nats, nats-server runs its test;
+# python3-psycopg (psycopg 3) runs the Python examples of docs/ (test/python).
+PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc pkg-config libnats-dev nats-server python3 python3-psycopg"
 
 # Everything a fresh Debian 12 machine lacks to build and test the extension.
 missing_tools() {
@@ -31,6 +32,7 @@ missing_tools() {
     [ -x "$PG_CONFIG" ] && [ -x "$("$PG_CONFIG" --bindir)/pgbench" ] || echo pgbench
     pkg-config --exists libnats 2>/dev/null || echo libnats
     command -v nats-server >/dev/null || echo nats-server
+    python3 -c 'import psycopg' 2>/dev/null || echo python3-psycopg
 }
 
 ensure_packages() {

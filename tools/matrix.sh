@@ -158,6 +158,9 @@ make_chroot() {
     local suite=$1 major=$2 dir=$3 new=$3.new mirror start
     if [ -f "$dir/.eo-ready" ] && grep -qx "postgresql-$major" "$dir/.eo-ready" &&
        grep -qx nats "$dir/.eo-ready"; then
+        # A chroot made before a package was added to the list below gets
+        # it from tools/test.sh (ensure_packages installs what
+        # missing_tools names), without being made again.
         echo "reusing the chroot $dir"
         return 0
     fi
@@ -189,7 +192,7 @@ make_chroot() {
         "$new/etc/postgresql-common/createcluster.conf" || die "createcluster.conf not found"
     in_chroot "$new" apt-get -q install -y --no-install-recommends \
         "postgresql-$major" "postgresql-server-dev-$major" make gcc libc6-dev \
-        libipc-run-perl perl pkg-config libnats-dev nats-server ||
+        libipc-run-perl perl pkg-config libnats-dev nats-server python3 python3-psycopg ||
         die "installing PostgreSQL $major in the $suite chroot failed"
     in_chroot "$new" apt-get -q clean
     umount_all

@@ -91,6 +91,9 @@ main() {
     # ensure_packages installed nats-server and libnats: the NATS test
     # (test/t/120_nats.pl) must run, not skip
     export EO_REQUIRE_NATS=1
+    # ... and python3-psycopg: the Python examples (test/t/041_python_examples.pl)
+    # must run, not skip
+    export EO_REQUIRE_PYTHON=1
     build_install
     make_scratch
     copy_repo
