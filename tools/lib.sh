@@ -32,7 +32,8 @@ missing_tools() {
     [ -x "$PG_CONFIG" ] && [ -x "$("$PG_CONFIG" --bindir)/pgbench" ] || echo pgbench
     pkg-config --exists libnats 2>/dev/null || echo libnats
     command -v nats-server >/dev/null || echo nats-server
-    python3 -c 'import psycopg' 2>/dev/null || echo python3-psycopg
+    # the system's python3 (test/t/041 runs it), not one of pyenv's first on PATH
+    "${EO_PYTHON:-/usr/bin/python3}" -c 'import psycopg' 2>/dev/null || echo python3-psycopg
 }
 
 ensure_packages() {

@@ -124,11 +124,15 @@ for my $program (sort keys %shown)
 }
 ok(scalar(keys %shown) >= 2, 'docs/ have Python programs to run');
 
+# The system's python3, where Debian's python3-psycopg installs (a python3
+# of pyenv or a virtualenv first on PATH would not see it); EO_PYTHON
+# chooses another.
+my $python = $ENV{EO_PYTHON} // (-x '/usr/bin/python3' ? '/usr/bin/python3' : 'python3');
 my ($has_python, $version, $python_err) = ('', '', '');
 {
 	my $out = '';
 	$has_python = eval {
-		IPC::Run::run([ 'python3', '-c', 'import psycopg; print(psycopg.__version__)' ],
+		IPC::Run::run([ $python, '-c', 'import psycopg; print(psycopg.__version__)' ],
 			'>', \$out, '2>', \$python_err);
 	} || do { $python_err .= $@; 0 };
 	chomp($version = $out);
@@ -194,7 +198,7 @@ sub start_handler
 	my %h = (in => '', out => '', err => '', name => $name);
 	local $ENV{EO_DSN} = dsn($name);
 	$h{timer} = IPC::Run::timeout($timeout);
-	$h{run} = IPC::Run::start([ 'python3', $program ],
+	$h{run} = IPC::Run::start([ $python, $program ],
 		'<', \$h{in}, '>', \$h{out}, '2>', \$h{err}, $h{timer});
 	return \%h;
 }
@@ -289,7 +293,7 @@ sub book_ride
 	my ($program, @args) = @_;
 	my ($out, $err) = ('', '');
 	local $ENV{EO_DSN} = dsn('recovery_point');
-	IPC::Run::run([ 'python3', $program, @args ],
+	IPC::Run::run([ $python, $program, @args ],
 		'>', \$out, '2>', \$err, IPC::Run::timeout($timeout));
 	my $rc = $? >> 8;
 	return ($rc, ($out =~ /\S/ ? $json->decode($out) : undef), $err);
