@@ -87,11 +87,20 @@ lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms, bool keep)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			PG_RE_THROW();
-		FreeErrorData(edata);
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+
+		/*
+		 * Any other error (a deadlock with whoever we waited for, a cancel)
+		 * is the caller's, raised again once our subtransaction is gone: left
+		 * open, it would make the caller's own recovery fail (a worker pass
+		 * died FATAL, "unexpected state SUBABORT", after a deadlock).
+		 */
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
 		locked = false;
 	}
 	PG_END_TRY();
