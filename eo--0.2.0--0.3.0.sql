@@ -114,7 +114,11 @@ SELECT c.*, eo_metrics.keys_redriven() AS keys_redriven FROM eo_metrics.claims()
 
 -- Every key row of the live generations, in the template's shape: a
 -- generation restored from a dump of 0.2.0 keeps 0.2.0's columns, and
--- shows NULL for those it lacks.
+-- shows NULL for those it lacks.  A generation that maintenance retired
+-- and dropped after this statement's snapshot read the registry (a long
+-- or REPEATABLE READ reader) is passed over: its keys are gone, as they
+-- would be for a later call (it used to fail with a syntax error at the
+-- table's OID).
 CREATE OR REPLACE FUNCTION eo_internal.eo_key_rows()
 RETURNS SETOF eo_internal.eo_keys_template
 LANGUAGE plpgsql STABLE
@@ -122,11 +126,17 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     g pg_catalog.oid;
+    tbl pg_catalog.text;
     cols pg_catalog.text;
 BEGIN
     FOR g IN SELECT relid FROM eo_internal.eo_generations
              WHERE state OPERATOR(pg_catalog.=) ANY ('{c,o}') ORDER BY gen DESC
     LOOP
+        SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) INTO tbl
+        FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+        WHERE c.oid OPERATOR(pg_catalog.=) g;
+        CONTINUE WHEN tbl IS NULL;
         SELECT pg_catalog.string_agg(
                    CASE WHEN a.attname IS NULL
                         THEN pg_catalog.format('NULL::%s', pg_catalog.format_type(t.atttypid, t.atttypmod))
@@ -139,7 +149,11 @@ BEGIN
               AND NOT a.attisdropped
         WHERE t.attrelid OPERATOR(pg_catalog.=) 'eo_internal.eo_keys_template'::pg_catalog.regclass
           AND t.attnum OPERATOR(pg_catalog.>) 0 AND NOT t.attisdropped;
-        RETURN QUERY EXECUTE pg_catalog.format('SELECT %s FROM %s', cols, g::pg_catalog.regclass);
+        BEGIN
+            RETURN QUERY EXECUTE pg_catalog.format('SELECT %s FROM %s', cols, tbl);
+        EXCEPTION WHEN undefined_table THEN
+            NULL;   -- dropped since the look above (its catalog row is our snapshot's)
+        END;
     END LOOP;
 END
 $$;
@@ -267,8 +281,23 @@ COMMENT ON VIEW eo_metrics.outbox IS
 -- What claims need is changed last, after everything that may wait for a
 -- lock another role can hold (eo_metrics.claims, which a pg_monitor
 -- member may hold open in a transaction, is replaced above): from the
--- ALTER TYPE on, every new claim waits for this update to commit, so
--- nothing after it may wait on anyone but claims in flight.
+-- ALTER TYPE on, every new claim waits for this update to commit.  What
+-- follows still waits for claims in flight, and for whoever else holds
+-- the type or a key table: a role's transaction left open after a claim,
+-- or a temporary table made OF eo_claim_result while 0.2.0 let PUBLIC use
+-- the type.  So, unless the session chose its own, these waits are
+-- bounded here by a lock_timeout of about 2 s: past it the update fails
+-- (55P03, nothing changed; run it again) and claims go on, instead of
+-- queueing behind it for as long as that role likes.  Set LOCAL, with a
+-- value no one chooses (1999ms), and set back at the end of this script:
+-- a plain SET in an extension script outlives it, in the session.
+DO $$
+BEGIN
+    IF pg_catalog.current_setting('lock_timeout') OPERATOR(pg_catalog.=) '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '1999ms', true);
+    END IF;
+END
+$$;
 
 -- eo_claim returns a key's recovery point and state (the columns the key
 -- tables gain below) to its next holder (status 'claimed').  The type
@@ -295,14 +324,26 @@ DO $$
 DECLARE
     r pg_catalog.regclass;
 BEGIN
+    -- newest first, the order in which claims lock them: the other order
+    -- made claims under load deadlock with the update (40P01)
     FOR r IN SELECT 'eo_internal.eo_keys_template'::pg_catalog.regclass
              UNION ALL
-             SELECT c.oid FROM eo_internal.eo_generations g
-             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
+             (SELECT c.oid FROM eo_internal.eo_generations g
+              JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) g.relid
+              ORDER BY g.gen DESC)
     LOOP
         EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN recovery_point pg_catalog.text,'
                                   ' ADD COLUMN recovery_state pg_catalog.jsonb,'
                                   ' ADD COLUMN attempts_before_redrive pg_catalog.int4', r);
     END LOOP;
+END
+$$;
+
+-- The lock_timeout set above for this script, set back.
+DO $$
+BEGIN
+    IF pg_catalog.current_setting('lock_timeout') OPERATOR(pg_catalog.=) '1999ms' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+    END IF;
 END
 $$;

@@ -102,6 +102,43 @@ WHERE query LIKE 'ALTER EXTENSION eo UPDATE%' AND wait_event_type = 'Lock'})
 	  or diag($uout);
 }
 
+# Nor for long for a role that holds what the update must alter: a
+# transaction left open after a claim (a key table) or a temporary table
+# made OF eo_claim_result (0.2.0 let PUBLIC use the type).  The update
+# gives up after about 2 s (55P03, nothing changed) unless the session
+# chose its own lock_timeout, and claims go on; once the holder is gone
+# it succeeds, and the session's lock_timeout is as it was.
+$node->safe_psql('postgres', q{
+CREATE DATABASE stall2;
+CREATE ROLE holder LOGIN;});
+$node->safe_psql('stall2', q{CREATE EXTENSION eo VERSION '0.2.0';
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO holder;});
+for my $hold (q{BEGIN; SELECT count(*) FROM eo_claim('held-open');},
+	q{BEGIN; CREATE TEMP TABLE t OF eo_claim_result;})
+{
+	my ($hin, $hout) = ("$hold\n\\echo __ready__\n", '');
+	my $holder = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('stall2') . ' user=holder' ],
+		'<', \$hin, '>', \$hout, '2>', \$hout);
+	$holder->pump until $hout =~ /__ready__/;
+	my $t0 = time;
+	# (statement_timeout: without the script's bound it would wait for good)
+	my ($ret, $out, $err) = $node->psql('stall2', q{SET statement_timeout = '20s'; ALTER EXTENSION eo UPDATE});
+	like($err, qr/canceling statement due to lock timeout/,
+		"the update gives up on a holder ($hold)");
+	ok(time - $t0 < 30, 'within its lock_timeout');
+	is($node->safe_psql('stall2', q{SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+		'0.2.0', 'nothing was changed');
+	is($node->safe_psql('stall2', q{SET statement_timeout = '10s'; SELECT status FROM eo_claim('after-' || md5(random()::text))}),
+		'claimed', 'claims go on');
+	$hin .= "ROLLBACK;\n\\q\n";
+	$holder->finish;
+}
+is( $node->safe_psql(
+		'stall2', q{BEGIN; ALTER EXTENSION eo UPDATE; SHOW lock_timeout; COMMIT;
+SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
+	"0\n$default", 'with the holders gone the update succeeds, and lock_timeout is as it was');
+
 # A dump of the 0.2.0 database, taken now, is restored after the update
 # into a database whose CREATE EXTENSION installs the new version: its key
 # generations keep 0.2.0's shape.
