@@ -521,7 +521,7 @@ refuse_done(const EoKey *row, bool this_transaction, bool with_token)
 				(errcode(EO_ERRCODE_NOT_HELD),
 				 errmsg("idempotency key \"%s\" was already completed in this transaction",
 						text_to_cstring(row->key)),
-				 errdetail("This error aborts the transaction, with the claim and the first completion: the key is not done."),
+				 errdetail("Unless a savepoint catches it, this error rolls back the transaction, the claim and the first completion with it: the key is not done."),
 				 errhint("Call eo_complete or eo_fail once per claim.")));
 	if (with_token)
 		ereport(ERROR,
