@@ -4,9 +4,11 @@
 -- one-line COMMENT: the functions and views of the extension's schema and
 -- of eo_metrics, eo_claim_result and schema eo_metrics.  Objects in schema
 -- eo_internal (eo's own tables and the functions eo itself calls) are
--- skipped on purpose.  The view lists every other member whose comment is
--- missing or more than one line: it must list none, and a failure names
--- them (add the COMMENT to the update script's comments section).
+-- skipped on purpose, and so are array types and the row types of views
+-- (members on PostgreSQL 17 and later only).  The view lists every other
+-- member whose comment is missing or more than one line: it must list
+-- none, and a failure names them (add the COMMENT to the update script's
+-- comments section).
 --
 CREATE TEMP VIEW eo_uncommented AS
 SELECT i.type, i.identity,
@@ -20,6 +22,11 @@ WHERE d.refclassid = 'pg_extension'::regclass
   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'eo')
   AND d.deptype = 'e'
   AND i.schema IS DISTINCT FROM 'eo_internal'
+  -- array types and the row types of views and tables, which PostgreSQL
+  -- 17 and later make members too (\dv+ shows the view's comment)
+  AND NOT EXISTS (SELECT FROM pg_type t LEFT JOIN pg_class r ON r.oid = t.typrelid
+                  WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                    AND (t.typcategory = 'A' OR r.relkind IN ('v', 'r', 'm', 'p')))
   AND (c.description IS NULL OR c.description ~ '[\n\r]');
 
 SELECT * FROM eo_uncommented ORDER BY 1, 2;
