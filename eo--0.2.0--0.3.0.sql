@@ -116,9 +116,11 @@ SELECT c.*, eo_metrics.keys_redriven() AS keys_redriven FROM eo_metrics.claims()
 -- generation restored from a dump of 0.2.0 keeps 0.2.0's columns, and
 -- shows NULL for those it lacks.  A generation that maintenance retired
 -- and dropped after this statement's snapshot read the registry (a long
--- or REPEATABLE READ reader) is passed over: its keys are gone, as they
--- would be for a later call (it used to fail with a syntax error at the
--- table's OID).
+-- or REPEATABLE READ reader) cannot be read in that snapshot: the
+-- retirement moved its unfinished keys to a generation the snapshot sees
+-- empty, so passing over it would hide live keys.  That is a
+-- serialization failure (40001: run it again), not the syntax error at
+-- the table's OID it used to be.
 CREATE OR REPLACE FUNCTION eo_internal.eo_key_rows()
 RETURNS SETOF eo_internal.eo_keys_template
 LANGUAGE plpgsql STABLE
@@ -136,7 +138,11 @@ BEGIN
         FROM pg_catalog.pg_class c
         JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
         WHERE c.oid OPERATOR(pg_catalog.=) g;
-        CONTINUE WHEN tbl IS NULL;
+        IF tbl IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'serialization_failure',
+                MESSAGE = 'a key generation was dropped after this snapshot was taken',
+                HINT = 'Run it again; in a REPEATABLE READ transaction, in a new one.';
+        END IF;
         SELECT pg_catalog.string_agg(
                    CASE WHEN a.attname IS NULL
                         THEN pg_catalog.format('NULL::%s', pg_catalog.format_type(t.atttypid, t.atttypmod))
@@ -152,7 +158,10 @@ BEGIN
         BEGIN
             RETURN QUERY EXECUTE pg_catalog.format('SELECT %s FROM %s', cols, tbl);
         EXCEPTION WHEN undefined_table THEN
-            NULL;   -- dropped since the look above (its catalog row is our snapshot's)
+            -- dropped since the look above (its catalog row is our snapshot's)
+            RAISE EXCEPTION USING ERRCODE = 'serialization_failure',
+                MESSAGE = 'a key generation was dropped after this snapshot was taken',
+                HINT = 'Run it again; in a REPEATABLE READ transaction, in a new one.';
         END;
     END LOOP;
 END
@@ -288,13 +297,25 @@ COMMENT ON VIEW eo_metrics.outbox IS
 -- the type.  So, unless the session chose its own, these waits are
 -- bounded here by a lock_timeout of about 2 s: past it the update fails
 -- (55P03, nothing changed; run it again) and claims go on, instead of
--- queueing behind it for as long as that role likes.  Set LOCAL, with a
--- value no one chooses (1999ms), and set back at the end of this script:
--- a plain SET in an extension script outlives it, in the session.
+-- queueing behind it for as long as that role likes.  A lock_timeout the
+-- caller chose (SET in the session, or the role's own) is kept; one from
+-- the database (ALTER DATABASE ... SET, which its untrusted owner can
+-- make a day), the server's configuration or none is bounded.  Set
+-- LOCAL, and the value it had set back at the end of this script (kept
+-- meanwhile in a placeholder setting): a plain SET in an extension script
+-- outlives it.
 DO $$
+DECLARE
+    src pg_catalog.text;
+    ms pg_catalog.int8;
 BEGIN
-    IF pg_catalog.current_setting('lock_timeout') OPERATOR(pg_catalog.=) '0' THEN
-        PERFORM pg_catalog.set_config('lock_timeout', '1999ms', true);
+    SELECT s.source, s.setting::pg_catalog.int8 INTO src, ms
+    FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'lock_timeout';
+    IF src OPERATOR(pg_catalog.<>) ALL (ARRAY['session', 'client', 'user', 'database user'])
+       AND (ms OPERATOR(pg_catalog.=) 0 OR ms OPERATOR(pg_catalog.>) 2000) THEN
+        PERFORM pg_catalog.set_config('eo_update.lock_timeout',
+                                      pg_catalog.current_setting('lock_timeout'), true);
+        PERFORM pg_catalog.set_config('lock_timeout', '2s', true);
     END IF;
 END
 $$;
@@ -339,11 +360,14 @@ BEGIN
 END
 $$;
 
--- The lock_timeout set above for this script, set back.
+-- The lock_timeout bounded above for this script, set back.
 DO $$
+DECLARE
+    saved pg_catalog.text := pg_catalog.current_setting('eo_update.lock_timeout', true);
 BEGIN
-    IF pg_catalog.current_setting('lock_timeout') OPERATOR(pg_catalog.=) '1999ms' THEN
-        PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+    IF saved OPERATOR(pg_catalog.<>) '' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+        PERFORM pg_catalog.set_config('eo_update.lock_timeout', '', true);
     END IF;
 END
 $$;

@@ -106,13 +106,15 @@ WHERE query LIKE 'ALTER EXTENSION eo UPDATE%' AND wait_event_type = 'Lock'})
 # transaction left open after a claim (a key table) or a temporary table
 # made OF eo_claim_result (0.2.0 let PUBLIC use the type).  The update
 # gives up after about 2 s (55P03, nothing changed) unless the session
-# chose its own lock_timeout, and claims go on; once the holder is gone
-# it succeeds, and the session's lock_timeout is as it was.
+# chose its own lock_timeout (the database's, which its owner sets, is
+# bounded too), and claims go on; once the holder is gone it succeeds,
+# and the session's lock_timeout is as it was.
 $node->safe_psql('postgres', q{
 CREATE DATABASE stall2;
 CREATE ROLE holder LOGIN;});
 $node->safe_psql('stall2', q{CREATE EXTENSION eo VERSION '0.2.0';
-GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO holder;});
+GRANT EXECUTE ON FUNCTION eo_claim(text, text, interval, text) TO holder;
+ALTER DATABASE stall2 SET lock_timeout = '1h';});
 for my $hold (q{BEGIN; SELECT count(*) FROM eo_claim('held-open');},
 	q{BEGIN; CREATE TEMP TABLE t OF eo_claim_result;})
 {
@@ -137,7 +139,7 @@ for my $hold (q{BEGIN; SELECT count(*) FROM eo_claim('held-open');},
 is( $node->safe_psql(
 		'stall2', q{BEGIN; ALTER EXTENSION eo UPDATE; SHOW lock_timeout; COMMIT;
 SELECT extversion FROM pg_extension WHERE extname = 'eo'}),
-	"0\n$default", 'with the holders gone the update succeeds, and lock_timeout is as it was');
+	"1h\n$default", 'with the holders gone the update succeeds, and lock_timeout is as it was');
 
 # A dump of the 0.2.0 database, taken now, is restored after the update
 # into a database whose CREATE EXTENSION installs the new version: its key
