@@ -542,7 +542,8 @@ eo_plan_relations_are(SPIPlanPtr plan, Oid a, Oid b)
  * Run fn(arg) in a subtransaction.  True if it succeeded; otherwise the
  * subtransaction is rolled back (its locks and changes gone), the error
  * is returned in *error (in the caller's memory context) and false.  For
- * maintenance that must go on past one broken object.
+ * maintenance that must go on past one broken object.  A cancel or a
+ * statement timeout is raised again, after the rollback.
  */
 bool
 eo_try(void (*fn) (void *), void *arg, ErrorData **error)
@@ -564,6 +565,16 @@ eo_try(void (*fn) (void *), void *arg, ErrorData **error)
 		*error = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+
+		/*
+		 * A cancel or a statement timeout is the caller's to obey, not a
+		 * failure of this object: the rest of the pass must not run on
+		 * (without its timeout, which fires once).
+		 */
+		if ((*error)->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			ReThrowError(*error);
 		ok = false;
 	}
 	PG_END_TRY();

@@ -11,7 +11,8 @@
 # A claim left open holds the key store's registry, so every pass's
 # switch waits for it (eo.partition_interval = 1 s); meanwhile the waiting
 # worker is cancelled again and again.  Then the holder commits and the
-# passes switch again.
+# passes switch again.  A cancel (or statement timeout) is obeyed, not
+# reported as one step's failure: eo_maintain() by hand ends with it.
 
 use strict;
 use warnings;
@@ -35,6 +36,18 @@ my ($in, $out) = ("BEGIN;\nSELECT count(*) FROM eo_claim('held');\n\\echo __read
 my $holder = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
 	'<', \$in, '>', \$out, '2>', \$out);
 $holder->pump until $out =~ /__ready__/;
+
+# eo_maintain() by hand obeys a statement timeout that fires while its
+# switch waits (it used to turn it into a WARNING and run the other steps
+# on, without a timeout).
+my ($ret, $mout, $merr) = $node->psql('postgres', q{
+SET eo.partition_interval = 1;
+SELECT pg_sleep(1.1);
+SET statement_timeout = '50ms';
+SELECT * FROM eo_maintain();});
+like($merr, qr/ERROR:  canceling statement due to statement timeout/,
+	'eo_maintain() ends with the statement timeout');
+unlike($merr, qr/WARNING/, 'not as a WARNING, with the other steps run on');
 
 my $log_start = -s $node->logfile;
 my $cancelled = 0;
