@@ -246,9 +246,8 @@ ts_read_registry(void)
  * Make the list of live generations current and lock their tables for
  * this transaction.  A table is locked before it is used, and the list is
  * read again if an invalidation arrived meanwhile (generations.c's locking
- * protocol):
- * a generation retired and dropped between the read and the lock is then
- * gone from the list, not opened by OID.
+ * protocol): a generation retired and dropped between the read and the
+ * lock is then gone from the list, not opened by OID.
  */
 static void
 ts_load(void)
