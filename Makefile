@@ -11,6 +11,7 @@ OBJS = \
 	src/validate.o \
 	src/objects.o \
 	src/locks.o \
+	src/subxact.o \
 	src/generations.o \
 	src/keystore.o \
 	src/tombstones.o \

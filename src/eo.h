@@ -20,6 +20,7 @@
 #include "storage/lockdefs.h"
 #include "utils/jsonb.h"
 #include "utils/relcache.h"
+#include "utils/resowner.h"
 
 /*
  * Key states as stored in eo_keys.state.  EO_TXN_CLAIMED is a claim made in
@@ -153,6 +154,9 @@ extern int	eo_plan_ready(struct _SPI_plan *plan);
 extern void eo_free_plan_later(struct _SPI_plan *plan);
 extern bool eo_plan_relations_are(struct _SPI_plan *plan, Oid a, Oid b);
 extern bool eo_try(void (*fn) (void *), void *arg, ErrorData **error);
+
+/* subxact.c */
+extern ErrorData *eo_subxact_failed(MemoryContext cxt, ResourceOwner owner);
 extern int	eo_pin_datetime(void);
 extern void eo_unpin(int level);
 extern void eo_warn_failure(ErrorData *error, const char *what, const char *hint);

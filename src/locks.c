@@ -83,14 +83,7 @@ lock_within(const LOCKTAG *tag, LOCKMODE mode, int timeout_ms, bool keep)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		ErrorData  *edata = eo_subxact_failed(cxt, owner);
 
 		/*
 		 * Any other error (a deadlock with whoever we waited for, a cancel)

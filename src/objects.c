@@ -561,12 +561,7 @@ eo_try(void (*fn) (void *), void *arg, ErrorData **error)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(cxt);
-		*error = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		*error = eo_subxact_failed(cxt, owner);
 
 		/*
 		 * A cancel or a statement timeout is the caller's to obey, not a

@@ -1149,15 +1149,9 @@ look_and_let_go(void (*look) (void *), void *arg)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = eo_subxact_failed(cxt, owner);
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
 		looking = InvalidSubTransactionId;
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
