@@ -976,13 +976,13 @@ eo_redrive_key(text *key, int32 scope, Oid caller, bool quiet)
 
 /* ---- eo_status ---- */
 
-static const char *
-state_name(const EoKey *row)
+/* The name of stored state `state`, as eo_status and eo_list_keys show it. */
+const char *
+eo_state_name(char state)
 {
-	switch (row->state)
+	switch (state)
 	{
 		case EO_TXN_CLAIMED:
-			return held_by_this_transaction(row) ? "processing" : "done";
 		case EO_DONE:
 			return "done";
 		case EO_PROCESSING:
@@ -995,6 +995,15 @@ state_name(const EoKey *row)
 			return "rejected";
 	}
 	return "unknown";
+}
+
+/* A transaction-mode claim is processing only inside its own transaction. */
+static const char *
+state_name(const EoKey *row)
+{
+	if (held_by_this_transaction(row))
+		return "processing";
+	return eo_state_name(row->state);
 }
 
 static HeapTuple

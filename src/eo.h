@@ -348,6 +348,8 @@ extern void eo_replay_rejection(const EoKey *row);	/* raises */
 
 /* claim.c: the one transition that redrive.c drives for many keys */
 extern bool eo_redrive_key(text *key, int32 scope, Oid caller, bool quiet);
+/* claim.c: a stored state's name, as eo_status shows it (key_list.c too) */
+extern const char *eo_state_name(char state);
 
 /* maintain.c: one maintenance pass, shared by eo_maintain() and the worker */
 typedef struct EoPassStats

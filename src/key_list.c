@@ -56,24 +56,6 @@ state_codes(text *state)
 	return NULL;				/* not reached */
 }
 
-static const char *
-state_name(char code)
-{
-	switch (code)
-	{
-		case 'p':
-			return "processing";
-		case 'f':
-			return "failed";
-		case 'x':
-			return "dead";
-		case 'r':
-			return "rejected";
-		default:
-			return "done";
-	}
-}
-
 typedef struct ListCall
 {
 	ReturnSetInfo *rsinfo;
@@ -88,7 +70,7 @@ list_one(const EoListedKey *key, void *arg)
 	bool		nulls[6] = {false, false, false, false, false, false};
 
 	values[0] = PointerGetDatum(key->key);
-	values[1] = CStringGetTextDatum(state_name(key->state));
+	values[1] = CStringGetTextDatum(eo_state_name(key->state));
 	values[2] = Int32GetDatum(key->attempts);
 	nulls[3] = key->last_error == NULL;
 	values[3] = PointerGetDatum(key->last_error);
