@@ -18,6 +18,7 @@ OBJS = \
 	src/pending.o \
 	src/scope.o \
 	src/outcome.o \
+	src/fencing.o \
 	src/claim.o \
 	src/redrive.o \
 	src/key_list.o \

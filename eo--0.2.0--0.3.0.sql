@@ -285,6 +285,25 @@ COMMENT ON VIEW eo_metrics.keys IS
 COMMENT ON VIEW eo_metrics.outbox IS
     'per outbox and consumer group: events emitted, fetched, acknowledged, redelivered; oldest pending age';
 
+-- ---- fencing tokens across promotions ----
+
+-- Lease and relay tokens carry an epoch in their high bits, at least the
+-- timeline's ID plus a base (fencing.c): a promoted standby's tokens are
+-- above every token of the timeline before, whatever the replication
+-- lost.  The base, per token sequence (0 without a row), is raised by the
+-- worker when a sequence is ahead of the timeline's epoch (pg_upgrade and
+-- a restore into a new cluster begin timeline 1 again).  Nothing to fill
+-- in: 0.2.0's tokens are below epoch 1, the first token drawn after this
+-- update starts it.
+CREATE TABLE eo_internal.eo_token_epochs (
+    sequence pg_catalog.regclass PRIMARY KEY,
+    base pg_catalog.int4 NOT NULL
+);
+REVOKE ALL ON eo_internal.eo_token_epochs FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_token_epochs', '');
+COMMENT ON TABLE eo_internal.eo_token_epochs IS
+    'per token sequence, how far its epochs are above the timeline ID (raised after pg_upgrade or a restore)';
+
 -- ---- keys: the new columns, last ----
 
 -- What claims need is changed last, after everything that may wait for a

@@ -576,17 +576,24 @@ refuse_stale(const EoKey *row, int64 token, const char *detail)
  * The caller's token must be the key's current one, under a lease.  The row
  * keeps the newest token ever issued for the key, which tells a stale
  * holder (older token, or its own token after the key moved on) from a
- * token that was never issued for this key.
+ * token that was never issued for this key.  A token newer than the row's
+ * from an earlier timeline was issued by a primary whose claim this
+ * server lacks (lost in an asynchronous failover): stale too.
  */
 static void
 check_token(const EoKey *row, int64 token)
 {
 	if (!row->has_token || token > row->lease_token)
+	{
+		if (eo_ks_token_from_earlier_timeline(token))
+			refuse_stale(row, token,
+						 "It was issued before a failover or restore that lost its claim.");
 		ereport(ERROR,
 				(errcode(EO_ERRCODE_NOT_HELD),
 				 errmsg("lease token " INT64_FORMAT " does not hold idempotency key \"%s\"",
 						token, text_to_cstring(row->key)),
 				 errhint("Use the lease_token that eo_claim returned with status \"claimed\".")));
+	}
 	if (token < row->lease_token)
 		refuse_stale(row, token,
 					 "The key was claimed again since.");
@@ -607,15 +614,27 @@ check_token(const EoKey *row, int64 token)
 	}
 }
 
-/* Find a key the caller is about to change; error if unknown. */
+/*
+ * A key this server has no row of, changed with a token: stale if the
+ * token comes from before a failover that lost the claim (check_token),
+ * else not claimed.
+ */
 static void
-find_for_change(text *key, int32 scope, Oid caller, EoKey *row)
+refuse_unknown(text *key, const int64 *token, EoKey *row)
+{
+	row->key = key;
+	if (token != NULL && eo_ks_token_from_earlier_timeline(*token))
+		refuse_stale(row, *token,
+					 "It was issued before a failover or restore that lost its claim.");
+	refuse_not_claimed(row);
+}
+
+/* Find a key the caller is about to change (with `token`, if not NULL). */
+static void
+find_for_change(text *key, int32 scope, Oid caller, const int64 *token, EoKey *row)
 {
 	if (!eo_ks_find(key, scope, row))
-	{
-		row->key = key;
-		refuse_not_claimed(row);
-	}
+		refuse_unknown(key, token, row);
 	check_owner(row, caller);
 }
 
@@ -624,7 +643,7 @@ static void
 find_held(text *key, int32 scope, Oid caller, int64 token, EoKey *row)
 {
 	CHECK_FOR_INTERRUPTS();
-	find_for_change(key, scope, caller, row);
+	find_for_change(key, scope, caller, &token, row);
 	check_token(row, token);
 }
 
@@ -673,7 +692,7 @@ complete_key(text *key, int32 scope, Jsonb *result, bool with_token, int64 token
 			return true;
 	}
 
-	find_for_change(key, scope, caller, &row);
+	find_for_change(key, scope, caller, with_token ? &token : NULL, &row);
 	if (with_token)
 		check_token(&row, token);
 	else if (!held_by_this_transaction(&row))
@@ -794,10 +813,7 @@ fail_key(FailRequest *req, EoKey *row)
 			refuse_not_held(row, req->with_token);
 		}
 		if (req->with_token)
-		{
-			row->key = req->key;
-			refuse_not_claimed(row);
-		}
+			refuse_unknown(req->key, &req->token, row);
 		return fail_unknown_key(req, row);
 	}
 	check_owner(row, req->caller);

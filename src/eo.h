@@ -278,6 +278,7 @@ typedef enum EoKsClaim
 extern EoKsClaim eo_ks_claim(EoKey *row, EoKey *found, bool defer);
 extern bool eo_ks_update(EoKey *row);
 extern int64 eo_ks_next_token(void);
+extern bool eo_ks_token_from_earlier_timeline(int64 token);
 extern int64 eo_ks_reclaim_expired(TimestampTz now, int max_attempts, int limit,
 								   int64 *dead);
 extern const EoGenSet *eo_ks_generations(void);
@@ -431,5 +432,15 @@ extern bool eo_run_helper(const char *function, const char *name);
 
 /* worker.c: the launcher and the passes it schedules */
 extern void eo_register_launcher(void);
+
+
+/* fencing.c: tokens strictly increasing across promotions */
+#define EO_LEASE_EPOCH_SHIFT 40		/* lease tokens: epoch above 40 bits */
+#define EO_LEASE_MAX_EPOCH 8191		/* ... so below 2^53 */
+#define EO_RELAY_EPOCH_SHIFT 30		/* relay counters: epoch above 30 bits */
+#define EO_RELAY_MAX_EPOCH 1023		/* ... so below 2^40 (outbox_relay.h) */
+extern int64 eo_fenced_nextval(Oid seq, int shift, int64 max_epoch);
+extern bool eo_token_from_earlier_timeline(Oid seq, int shift, int64 token);
+extern void eo_fencing_keep(void);
 
 #endif							/* EO_H */

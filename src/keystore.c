@@ -1172,11 +1172,21 @@ eo_ks_update(EoKey *row)
 	return false;				/* keep compiler quiet */
 }
 
-/* A fencing token: strictly increasing, durable across crashes. */
+/*
+ * A fencing token: strictly increasing, durable across crashes, and
+ * across promotions (fencing.c).
+ */
 int64
 eo_ks_next_token(void)
 {
-	return nextval_internal(store.token_seq_relid, false);
+	return eo_fenced_nextval(store.token_seq_relid, EO_LEASE_EPOCH_SHIFT, EO_LEASE_MAX_EPOCH);
+}
+
+/* Whether `token` was issued before this server's timeline began. */
+bool
+eo_ks_token_from_earlier_timeline(int64 token)
+{
+	return eo_token_from_earlier_timeline(store.token_seq_relid, EO_LEASE_EPOCH_SHIFT, token);
 }
 
 /* Add to one of the running totals in eo_counters. */

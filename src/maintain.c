@@ -231,6 +231,12 @@ bound_lock_waits(void)
 }
 
 static void
+fencing_step(EoPassStats *stats)
+{
+	eo_fencing_keep();
+}
+
+static void
 reclaim_all(EoPassStats *stats)
 {
 	bool		more = true;
@@ -272,6 +278,7 @@ eo_maintain(PG_FUNCTION_ARGS)
 	isolated_step("switching key generations", EO_STEP_SWITCH, eo_switch_step, &stats);
 	isolated_step("retiring key generations", EO_STEP_RETIRE, eo_retire_step, &stats);
 	isolated_step("keeping outbox partitions", EO_STEP_OUTBOX, eo_outbox_step, &stats);
+	isolated_step("keeping fencing token epochs", EO_STEP_RECLAIM, fencing_step, &stats);
 	eo_unpin(bounded);
 	eo_stat_pass_done(&stats, started);
 

@@ -303,6 +303,16 @@ group_max_token(EoRelayCall *call)
 	return isnull ? 0 : DatumGetInt64(max);
 }
 
+/* A new lease token of the group whose id, shifted, is token_group. */
+int64
+eo_relay_new_token(Oid token_seq, int64 token_group)
+{
+	StaticAssertStmt(EO_RELAY_MAX_EPOCH < (1 << (TOKEN_GROUP_SHIFT - EO_RELAY_EPOCH_SHIFT)),
+					 "relay token epochs overflow into the group's bits");
+	return token_group |
+		eo_fenced_nextval(token_seq, EO_RELAY_EPOCH_SHIFT, EO_RELAY_MAX_EPOCH);
+}
+
 /* ---- one page of a batch, straight into the function's result ---- */
 
 
@@ -325,8 +335,7 @@ page_receive(TupleTableSlot *slot, DestReceiver *self)
 		return true;
 	}
 	if (r->count == 0)
-		r->token = r->token_group |
-			(nextval_internal(r->token_seq, false) & TOKEN_COUNTER_MASK);
+		r->token = eo_relay_new_token(r->token_seq, r->token_group);
 	slot_getallattrs(slot);
 	values[0] = Int64GetDatum(r->token);
 	nulls[0] = false;
@@ -609,7 +618,9 @@ token_missing(EoRelayCall *call, int64 token)
 	const char *grp = call->grp;
 
 	if (token > 0 && (token >> TOKEN_GROUP_SHIFT) == call->group_id &&
-		token <= group_max_token(call))
+		(token <= group_max_token(call) ||
+		 eo_token_from_earlier_timeline(eo_ob_token_seq(), EO_RELAY_EPOCH_SHIFT,
+										token & TOKEN_COUNTER_MASK)))
 	{
 		eo_stat_count(EO_STAT_STALE_TOKENS);
 		ereport(ERROR,

@@ -75,14 +75,17 @@ typedef struct Slot
 
 /*
  * A lease token: the group's id above this many bits, a value of
- * eo_outbox_token_seq below (strictly increasing; 2^40 fetches).  Group
- * ids have 13 bits (eo_outbox_group_id_seq's MAXVALUE), so every token is
- * below 2^53: exact for a relay that reads numbers as doubles (JavaScript,
- * many JSON parsers).
+ * eo_outbox_token_seq below (strictly increasing, also across promotions:
+ * an epoch in its top 10 bits, fencing.c).  Group ids have 13 bits
+ * (eo_outbox_group_id_seq's MAXVALUE), so every token is below 2^53:
+ * exact for a relay that reads numbers as doubles (JavaScript, many JSON
+ * parsers).
  */
 #define TOKEN_GROUP_SHIFT 40
 #define TOKEN_COUNTER_MASK ((INT64CONST(1) << TOKEN_GROUP_SHIFT) - 1)
 #define TOKEN_MAX_GROUPS ((1 << (53 - TOKEN_GROUP_SHIFT)) - 1)	/* ids 1 .. this */
+
+extern int64 eo_relay_new_token(Oid token_seq, int64 token_group);
 
 /* Statements on eo's own tables, prepared once per backend. */
 typedef struct RelayPlans

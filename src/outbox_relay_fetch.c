@@ -569,8 +569,7 @@ pages_receive(TupleTableSlot *slot, DestReceiver *self)
 		return false;			/* stop the scan */
 	}
 	if (pg->count == 0)
-		pg->token = r->token_group |
-			(nextval_internal(r->token_seq, false) & TOKEN_COUNTER_MASK);
+		pg->token = eo_relay_new_token(r->token_seq, r->token_group);
 	values[0] = Int64GetDatum(pg->token);
 	nulls[0] = false;
 	memcpy(&values[1], &slot->tts_values[1], sizeof(Datum) * 9);

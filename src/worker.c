@@ -588,6 +588,12 @@ outbox_partitions(void *arg)
 }
 
 static void
+fencing_epochs(void *arg)
+{
+	eo_fencing_keep();
+}
+
+static void
 drop_retired(void *arg)
 {
 	eo_drop_step((EoPassStats *) arg);
@@ -617,7 +623,8 @@ eo_db_worker_main(Datum main_arg)
 	}
 	if (!run_in_transaction("eo: switching key generations", EO_STEP_SWITCH, switch_generation, &r.stats) ||
 		!run_in_transaction("eo: retiring key generations", EO_STEP_RETIRE, retire, &r.stats) ||
-		!run_in_transaction("eo: keeping outbox partitions", EO_STEP_OUTBOX, outbox_partitions, &r.stats))
+		!run_in_transaction("eo: keeping outbox partitions", EO_STEP_OUTBOX, outbox_partitions, &r.stats) ||
+		!run_in_transaction("eo: keeping fencing token epochs", EO_STEP_RECLAIM, fencing_epochs, NULL))
 		proc_exit(0);
 	eo_stat_pass_done(&r.stats, started);
 
