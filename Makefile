@@ -37,6 +37,7 @@ OBJS = \
 	src/outbox_relay.o \
 	src/outbox_relay_fetch.o \
 	src/outbox_relay_status.o \
+	src/outbox_standbys.o \
 	src/outbox_metrics.o \
 	src/outbox_create.o
 

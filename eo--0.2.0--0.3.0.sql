@@ -285,6 +285,70 @@ COMMENT ON VIEW eo_metrics.keys IS
 COMMENT ON VIEW eo_metrics.outbox IS
     'per outbox and consumer group: events emitted, fetched, acknowledged, redelivered; oldest pending age';
 
+-- ---- consumer groups that wait for standbys ----
+
+-- A group's standby_slots: the physical replication slots whose standbys
+-- must have flushed a transaction before the group hands out its events
+-- (outbox_standbys.c): no event a consumer acted on is missing from a
+-- standby promoted after an asynchronous failover.  NULL: at once, as
+-- before.
+ALTER TABLE eo_internal.eo_outbox_groups ADD COLUMN standby_slots pg_catalog.name[];
+
+-- eo_group_set_standby_slots(outbox, consumer_group, standby_slots): set
+-- or clear (NULL, '{}') the list; same rights as eo_relay_fetch.
+CREATE FUNCTION @extschema@.eo_group_set_standby_slots(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    standby_slots pg_catalog.name[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_group_set_standby_slots'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_group_set_standby_slots(pg_catalog.text, pg_catalog.text, pg_catalog.name[]) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.eo_group_set_standby_slots(pg_catalog.text, pg_catalog.text, pg_catalog.name[]) IS
+    'hand out the group''s events only once the standbys of these physical replication slots have flushed their transactions (NULL: at once)';
+
+-- eo_relay_standbys(outbox, consumer_group): the slots the group waits
+-- for, whether each exists and is streamed from, what its standby
+-- flushed and how many bytes of WAL that is behind.  Same rights as
+-- eo_relay_fetch.
+CREATE FUNCTION @extschema@.eo_relay_standbys(
+    outbox pg_catalog.text,
+    consumer_group pg_catalog.text,
+    OUT slot_name pg_catalog.name,
+    OUT present pg_catalog.bool,
+    OUT active pg_catalog.bool,
+    OUT flushed_lsn pg_catalog.pg_lsn,
+    OUT behind_bytes pg_catalog.int8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_relay_standbys'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION @extschema@.eo_relay_standbys(pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.eo_relay_standbys(pg_catalog.text, pg_catalog.text) IS
+    'the standby slots a consumer group waits for: present, streamed from, flushed position, bytes behind';
+
+-- The same for every group, for monitoring (pg_monitor).
+CREATE FUNCTION eo_metrics.relay_standbys(
+    OUT outbox pg_catalog.text,
+    OUT consumer_group pg_catalog.text,
+    OUT slot_name pg_catalog.name,
+    OUT present pg_catalog.bool,
+    OUT active pg_catalog.bool,
+    OUT flushed_lsn pg_catalog.pg_lsn,
+    OUT behind_bytes pg_catalog.int8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'eo_relay_standbys'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE VIEW eo_metrics.relay_standbys AS
+SELECT * FROM eo_metrics.relay_standbys();
+REVOKE ALL ON FUNCTION eo_metrics.relay_standbys() FROM PUBLIC;
+REVOKE ALL ON eo_metrics.relay_standbys FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION eo_metrics.relay_standbys() TO pg_monitor;
+GRANT SELECT ON eo_metrics.relay_standbys TO pg_monitor;
+COMMENT ON FUNCTION eo_metrics.relay_standbys() IS
+    'per consumer group that waits for standbys, each standby slot: present, streamed from, flushed position, bytes behind (behind view eo_metrics.relay_standbys)';
+COMMENT ON VIEW eo_metrics.relay_standbys IS
+    'per consumer group that waits for standbys, each standby slot: present, streamed from, flushed position, bytes behind';
+
 -- ---- fencing tokens across promotions ----
 
 -- Lease and relay tokens carry an epoch in their high bits, at least the

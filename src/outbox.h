@@ -91,8 +91,14 @@ typedef struct EoRelayCall
 	char	   *grp;
 	int32		group_id;
 	Oid			group_owner;
+	struct ArrayType *standby_slots;	/* name[] to wait for (NULL: none) */
+	bool		held_back;		/* they did not have this call's snapshot */
 	EoIdentity	caller;			/* restored by eo_relay_end */
 } EoRelayCall;
+
+/* outbox_standbys.c: groups that wait for standbys */
+#define EO_STANDBY_WAIT_MS 500	/* a fetch waits at most this long for them */
+extern bool eo_standbys_have_snapshot(struct ArrayType *slots, const char *grp);
 
 /*
  * outbox_ddl.c: DDL on relations named by OID, never by a name someone

@@ -208,6 +208,7 @@ eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, const char *gr
 {
 	call->ob = relay_outbox(outbox, outbox_null);
 	call->grp = pstrdup(grp);
+	call->held_back = false;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&call->caller);
@@ -216,7 +217,7 @@ eo_relay_begin(EoRelayCall *call, Datum outbox, bool outbox_null, const char *gr
 	/* as a read-only statement of this call would see it */
 	if (!relay_find_group(call->ob->name, grp,
 						  ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot(),
-						  &call->group_id, &call->group_owner))
+						  &call->group_id, &call->group_owner, &call->standby_slots))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer group \"%s\" of outbox \"%s\" does not exist",

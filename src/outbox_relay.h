@@ -126,7 +126,7 @@ typedef bool (*EoTokenFilter) (bool has_token, int64 token, const void *arg);
 extern Slot *relay_read_token_slots(const char *outbox, const char *grp, EoTokenFilter keep,
 									const void *arg, int *n);
 extern bool relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id,
-							 Oid *owner);
+							 Oid *owner, struct ArrayType **standby_slots);
 extern bool relay_group_still(const EoRelayCall *call);
 extern int	relay_lock_seen(const Slot *c, int n, bool skip_locked,
 							bool (*still) (const Slot *seen, const Slot *row, const void *arg),

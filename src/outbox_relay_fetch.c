@@ -232,6 +232,23 @@ take_cut(EoOutbox *ob, Cut *cut)
 	eo_ob_await_partition_list(ob);
 }
 
+/*
+ * A cut to hand out a new batch from: for a group that waits for standbys
+ * (outbox_standbys.c), only once they have every transaction S sees;
+ * false if they did not in time, and nothing may be handed out of it.
+ */
+static bool
+take_cut_to_serve(EoRelayCall *call, Cut *cut)
+{
+	if (call->held_back)
+		return false;			/* once a call: one wait, one NOTICE */
+	take_cut(call->ob, cut);
+	if (call->standby_slots != NULL &&
+		!eo_standbys_have_snapshot(call->standby_slots, call->grp))
+		call->held_back = true;
+	return !call->held_back;
+}
+
 /* lo(S): see the comment at the top of this file. */
 static int64
 lower_bound(const Slot *s, FullTransactionId unseen)
@@ -510,7 +527,8 @@ serve_slot(EoRelayCall *call, Slot *s, PageReceiver *r, TimestampTz now, int64 l
 		 * and moving the slot to it would hand the events in between out
 		 * again.
 		 */
-		take_cut(ob, &cut);
+		if (!take_cut_to_serve(call, &cut))
+			return false;		/* held back: the slot stays as it was */
 		served = start_batch(call, s, &cut, r);
 		*complete = !served || !r->more;
 	}
@@ -820,7 +838,8 @@ fetch_together(EoRelayCall *call, const Slot *f, int n, PageReceiver *r, const F
 	int			written = 0;
 	bool		drained = true;
 
-	take_cut(call->ob, &cut);
+	if (!take_cut_to_serve(call, &cut))
+		return false;			/* held back: nothing handed out */
 	for (int i = 0; i < n; i++)
 	{
 		lo[i] = f[i].has_batch ? relay_batch_lower(&f[i]) : f[i].pos_lo - 1;

@@ -364,13 +364,15 @@ relay_read_token_slots(const char *outbox, const char *grp, EoTokenFilter keep, 
  * executor; false if there is none.
  */
 bool
-relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id, Oid *owner)
+relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *id, Oid *owner,
+				 ArrayType **standby_slots)
 {
 	Relation	rel = table_open(get_relname_relid("eo_outbox_groups", eo_catalog()->schema),
 								 AccessShareLock);
 	Oid			relid = RelationGetRelid(rel);
 	AttrNumber	id_att = get_attnum(relid, "id");
 	AttrNumber	owner_att = get_attnum(relid, "owner");
+	AttrNumber	standby_att = get_attnum(relid, "standby_slots");
 	Relation	idx = index_open(eo_primary_key_index(rel), AccessShareLock);
 	TupleTableSlot *ts = table_slot_create(rel, NULL);
 	ScanKeyData key[2];
@@ -382,7 +384,8 @@ relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *
 		idx->rd_index->indkey.values[0] != get_attnum(relid, "outbox") ||
 		idx->rd_index->indkey.values[1] != get_attnum(relid, "name") ||
 		id_att <= 0 || TupleDescAttr(RelationGetDescr(rel), id_att - 1)->atttypid != INT4OID ||
-		owner_att <= 0 || TupleDescAttr(RelationGetDescr(rel), owner_att - 1)->atttypid != REGROLEOID)
+		owner_att <= 0 || TupleDescAttr(RelationGetDescr(rel), owner_att - 1)->atttypid != REGROLEOID ||
+		standby_att <= 0 || TupleDescAttr(RelationGetDescr(rel), standby_att - 1)->atttypid != NAMEARRAYOID)
 		elog(ERROR, "eo: eo_outbox_groups is not as eo made it");
 	scan = begin_name_scan(rel, idx, snapshot, outbox, grp, key);
 	found = index_getnext_slot(scan, ForwardScanDirection, ts);
@@ -392,6 +395,12 @@ relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *
 
 		*id = DatumGetInt32(slot_getattr(ts, id_att, &isnull));
 		*owner = DatumGetObjectId(slot_getattr(ts, owner_att, &isnull));
+		if (standby_slots != NULL)
+		{
+			Datum		v = slot_getattr(ts, standby_att, &isnull);
+
+			*standby_slots = isnull ? NULL : DatumGetArrayTypePCopy(v);
+		}
 	}
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(ts);
@@ -416,7 +425,7 @@ relay_group_still(const EoRelayCall *call)
 	int32		id;
 	Oid			owner;
 
-	return relay_find_group(call->ob->name, call->grp, GetLatestSnapshot(), &id, &owner) &&
+	return relay_find_group(call->ob->name, call->grp, GetLatestSnapshot(), &id, &owner, NULL) &&
 		id == call->group_id && has_privs_of_role(call->caller.userid, owner);
 }
 
