@@ -46,7 +46,8 @@ static const char nats_help[] =
 
 static const char pg_help[] =
 "PostgreSQL:\n"
-"  --pg CONNINFO          libpq connection string or URI (default: the PG* variables)\n";
+"  --pg CONNINFO          libpq connection string or URI (default: the PG* variables);\n"
+"                         with several hosts, the one that takes writes is used\n";
 
 static const Command commands[] = {
 	{"forward", "pg " NATS_OPTS " outbox group subject stream max-events slots linger-ms lease ack-wait once",

@@ -22,6 +22,20 @@
  *
  * The session's date and time settings are fixed too, so that timestamps
  * read as text are the same whatever the server's defaults.
+ *
+ * Failover.  Every statement forward and apply make writes (a fetch's
+ * lease, an acknowledgement, a claim, the user's --sql), so only a server
+ * that takes writes will do.  --pg may name several hosts (libpq's
+ * multi-host conninfo): libpq is asked for one that takes writes
+ * (target_session_attrs=read-write, unless --pg or PGTARGETSESSIONATTRS
+ * says otherwise), so after a failover the next connect finds the
+ * promoted standby.  While no host takes writes (the primary gone, the
+ * standby not yet promoted) every attempt fails, and is retried with
+ * backoff like any refusal that waiting mends.  A session that lands on a
+ * standby all the same (another target_session_attrs) is dropped at once,
+ * and one whose statement was refused as read-only (25006) at the next
+ * pg_ensure: kept, it would meet the same refusal for ever, even with
+ * the primary named beside it.
  *-------------------------------------------------------------------------
  */
 #include <stdio.h>
@@ -35,6 +49,9 @@ static long session = 0;
 
 /* eo's schema as an identifier ("eo", public), found at each connect. */
 static char eo_schema[200];
+
+/* The session was refused a write (25006): replace it at the next pg_ensure. */
+static bool session_read_only = false;
 
 /*
  * Everything the database's owner can set (ALTER DATABASE ... SET) that
@@ -132,6 +149,114 @@ refused_for_good(PGconn *conn)
 	return false;
 }
 
+/* `part` (len bytes) added to buf, after "; " unless first; cut to fit. */
+static void
+append_part(char *buf, size_t len, size_t *n, const char *part, int part_len)
+{
+	if (*n + 1 < len)
+		*n += snprintf(buf + *n, len - *n, "%s%.*s", *n > 0 ? "; " : "", part_len, part);
+}
+
+/*
+ * libpq's message for a failed connect, one line: each host's failure
+ * ("connection to server at ... failed: ..."), joined with "; ", without
+ * libpq's tab-indented hints.  In `reasons`, only what follows each
+ * "failed: ", which names no host: the cause, for the log's limit, so
+ * that each new cause is logged (the primary gone, then the standby
+ * refusing as read-only) and repeats of one are not.
+ */
+static void
+connect_error(PGconn *conn, char *text, size_t len, char *reasons, size_t reasons_len)
+{
+	const char *line = PQerrorMessage(conn);
+	size_t		n = 0;
+	size_t		r = 0;
+
+	text[0] = reasons[0] = '\0';
+	while (*line)
+	{
+		int			line_len = (int) strcspn(line, "\n");
+		const char *next = line + line_len + (line[line_len] == '\n');
+		const char *cause = strstr(line, "failed: ");
+
+		if (line_len > 0 && line[0] != '\t')
+		{
+			cause = cause != NULL && cause < next ? cause + strlen("failed: ") : line;
+			append_part(text, len, &n, line, line_len);
+			append_part(reasons, reasons_len, &r, cause, (int) (line + line_len - cause));
+		}
+		line = next;
+	}
+}
+
+/*
+ * Said once, at the first connect: --pg names several hosts but lets
+ * libpq take one that does not take writes.  libpq connects to the first
+ * host that answers, a standby too; eo_nats cannot work there and waits
+ * for it to be promoted, never trying the hosts after it.
+ */
+static void
+warn_hosts(PGconn *conn)
+{
+	static bool checked = false;
+	PQconninfoOption *opts = checked ? NULL : PQconninfo(conn);
+	const char *hosts = NULL;
+	const char *attrs = NULL;
+
+	checked = true;
+	for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL; o++)
+	{
+		if ((strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0) &&
+			o->val != NULL && strchr(o->val, ',') != NULL)
+			hosts = o->val;
+		if (strcmp(o->keyword, "target_session_attrs") == 0)
+			attrs = o->val != NULL ? o->val : "any";	/* libpq's default */
+	}
+	if (hosts != NULL && attrs != NULL && strcmp(attrs, "read-write") != 0 &&
+		strcmp(attrs, "primary") != 0)
+		log_msg("warning", "--pg names several hosts (%s) with target_session_attrs=%s: libpq"
+				" connects to the first that answers, a standby too, where eo_nats cannot"
+				" write and waits, without trying the others, until it is promoted; give"
+				" target_session_attrs=read-write (eo_nats's default) or primary, so that it"
+				" finds the primary, also after a failover", hosts, attrs);
+	PQconninfoFree(opts);
+}
+
+/*
+ * Is the server a hot standby?  (PostgreSQL 14 and later report
+ * in_hot_standby.)  It would refuse every statement eo_nats makes (25006)
+ * until promoted: this attempt counts as failed, and the next looks again.
+ */
+static bool
+on_standby(PGconn *conn)
+{
+	const char *standby = PQparameterStatus(conn, "in_hot_standby");
+
+	if (standby == NULL || strcmp(standby, "on") != 0)
+		return false;
+	log_limited("pg standby", "warning", "PostgreSQL at \"%s\", port %s is a standby: eo_nats"
+				" writes, so it needs the primary; trying again (with several hosts in --pg,"
+				" give target_session_attrs=read-write, eo_nats's default, or primary: libpq"
+				" then passes over standbys)", PQhost(conn), PQport(conn));
+	return true;
+}
+
+/* A failed connect, logged (each cause once per 30 s); true if waiting will not mend it. */
+static bool
+connect_failed(PGconn *conn)
+{
+	bool		config = refused_for_good(conn);
+	char		text[2048];
+	char		reasons[160];
+	char		key[180];
+
+	connect_error(conn, text, sizeof(text), reasons, sizeof(reasons));
+	snprintf(key, sizeof(key), "pg connect: %s", reasons);
+	log_limited(key, config ? "error" : "warning", "cannot connect to PostgreSQL: %s%s", text,
+				config ? "" : "; trying again");
+	return config;
+}
+
 /* Find eo in the session's database; false (after saying why) if it is not there. */
 static bool
 find_eo(PGconn *conn)
@@ -223,38 +348,46 @@ on_notice(void *arg, const char *message)
 }
 
 /*
- * Connection keywords: connect_timeout and tcp_user_timeout before --pg
- * (which may set others), client_encoding after it: eo_nats reads and
- * sends UTF-8 (JetStream's payloads, a JSON text), whatever the database,
- * the role or PGCLIENTENCODING say.
+ * Connection keywords before --pg, which may set others: connect_timeout;
+ * tcp_user_timeout and keepalives, so that a session whose server's host
+ * went away without a word (a failover after a crash of the machine, a
+ * partition) is found dead in about 30 s, also while eo_nats waits for
+ * the answer to a statement it sent (eo_relay_wait), where only
+ * keepalives notice (the system's default waits two hours before the
+ * first); target_session_attrs (see Failover in the header; "" leaves
+ * it to PGTARGETSESSIONATTRS).  client_encoding after it: eo_nats reads
+ * and sends UTF-8 (JetStream's payloads, a JSON text), whatever the
+ * database, the role or PGCLIENTENCODING say.
  */
 static PGconn *
 pg_connect(const Config *cfg, int *exit_code)
 {
-	const char *keys[] = {"connect_timeout", "tcp_user_timeout", "dbname", "client_encoding",
-	"fallback_application_name", NULL};
-	const char *values[] = {"10", "30000", cfg->pg, "UTF8", "eo_nats", NULL};
+	const char *keys[] = {"connect_timeout", "tcp_user_timeout", "keepalives_idle",
+		"keepalives_interval", "keepalives_count", "target_session_attrs", "dbname",
+	"client_encoding", "fallback_application_name", NULL};
+	const char *values[] = {"10", "30000", "10", "5", "3",
+		getenv("PGTARGETSESSIONATTRS") ? "" : "read-write", cfg->pg, "UTF8", "eo_nats",
+	NULL};
 
 	for (int attempt = 0; !stop_requested; attempt++)
 	{
 		PGconn	   *conn = PQconnectdbParams(keys, values, 1);
 		bool		config = false;
 
-		if (PQstatus(conn) == CONNECTION_OK)
-			PQsetNoticeProcessor(conn, on_notice, NULL);
-		if (PQstatus(conn) == CONNECTION_OK && session_setup(conn, cfg, &config))
-		{
-			session++;
-			log_msg("info", "connected to PostgreSQL database \"%s\" as \"%s\"",
-					PQdb(conn), PQuser(conn));
-			return conn;
-		}
+		warn_hosts(conn);
 		if (PQstatus(conn) != CONNECTION_OK)
+			config = connect_failed(conn);
+		else if (!on_standby(conn))
 		{
-			config = refused_for_good(conn);
-			log_limited("pg connect", config ? "error" : "warning",
-						"cannot connect to PostgreSQL: %s%s", strtok(PQerrorMessage(conn), "\n"),
-						config ? "" : "; trying again");
+			PQsetNoticeProcessor(conn, on_notice, NULL);
+			if (session_setup(conn, cfg, &config))
+			{
+				session++;
+				session_read_only = false;
+				log_msg("info", "connected to PostgreSQL database \"%s\" as \"%s\" at \"%s\", port %s",
+						PQdb(conn), PQuser(conn), PQhost(conn), PQport(conn));
+				return conn;
+			}
 		}
 		if (config || (cfg->once && attempt >= 4))
 		{
@@ -272,15 +405,19 @@ pg_connect(const Config *cfg, int *exit_code)
 	return NULL;
 }
 
-/* The session, or a new one if it was lost. */
+/*
+ * The session, or a new one if it was lost or refused a write (see
+ * Failover; pg_error_kind said so then).
+ */
 PGconn *
 pg_ensure(PGconn *conn, const Config *cfg, int *exit_code)
 {
-	if (conn != NULL && PQstatus(conn) == CONNECTION_OK)
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK && !session_read_only)
 		return conn;
 	if (conn != NULL)
 	{
-		log_msg("warning", "lost the connection to PostgreSQL; reconnecting");
+		if (!session_read_only)
+			log_msg("warning", "lost the connection to PostgreSQL; reconnecting");
 		PQfinish(conn);
 	}
 	return pg_connect(cfg, exit_code);
@@ -307,12 +444,24 @@ sqlstate_is(PGresult *res, const char *sqlstate)
 	return state != NULL && strcmp(state, sqlstate) == 0;
 }
 
-/* What a failed statement means (errors.c); a lost connection passes. */
+/*
+ * What a failed statement means (errors.c); a lost connection passes.  A
+ * write refused as read-only (25006) passes too, and the session is
+ * replaced at the next pg_ensure (see Failover).
+ */
 ErrorKind
 pg_error_kind(PGconn *conn, PGresult *res, Blame blames)
 {
 	if (pg_conn_lost(conn))
 		return ERR_TRANSIENT;
+	if (sqlstate_is(res, "25006") && !session_read_only)
+	{
+		session_read_only = true;
+		log_limited("pg read-only", "warning", "PostgreSQL at \"%s\", port %s refused a write"
+					" as read-only (a standby, or default_transaction_read_only): reconnecting;"
+					" with several hosts in --pg, give target_session_attrs=read-write (eo_nats's"
+					" default) or primary, so that libpq finds the primary", PQhost(conn), PQport(conn));
+	}
 	return sql_error_kind(sqlstate_of(res), blames);
 }
 
