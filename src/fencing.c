@@ -65,15 +65,32 @@ typedef struct EpochCache
 static EpochCache cache[2];
 
 /* eo_internal.eo_token_epochs' base for `seq` (0 if it has no row). */
+/*
+ * eo_internal.eo_token_epochs, or InvalidOid while the SQL objects are
+ * 0.2.0's (the library serves them until ALTER EXTENSION eo UPDATE; every
+ * base is 0 then).
+ */
+static Oid
+epochs_table(void)
+{
+	if (!OidIsValid(get_relname_relid("eo_token_epochs", eo_catalog()->schema)))
+		return InvalidOid;
+	return eo_own_relation("eo_token_epochs", RELKIND_RELATION);
+}
+
 static int32
 read_base(Oid seq)
 {
-	Relation	rel = table_open(eo_own_relation("eo_token_epochs", RELKIND_RELATION),
-								 AccessShareLock);
-	SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, GetLatestSnapshot(), 0, NULL);
+	Oid			relid = epochs_table();
+	Relation	rel;
+	SysScanDesc scan;
 	HeapTuple	tup;
 	int32		base = 0;
 
+	if (!OidIsValid(relid))
+		return 0;
+	rel = table_open(relid, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, GetLatestSnapshot(), 0, NULL);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		bool		isnull;
@@ -237,6 +254,8 @@ eo_fencing_keep(void)
 {
 	EoIdentity	saved;
 
+	if (!OidIsValid(epochs_table()))
+		return;					/* 0.2.0's objects: nothing to keep yet */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "eo: SPI_connect failed");
 	eo_become_owner(&saved);

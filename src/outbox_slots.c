@@ -385,7 +385,8 @@ relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *
 		idx->rd_index->indkey.values[1] != get_attnum(relid, "name") ||
 		id_att <= 0 || TupleDescAttr(RelationGetDescr(rel), id_att - 1)->atttypid != INT4OID ||
 		owner_att <= 0 || TupleDescAttr(RelationGetDescr(rel), owner_att - 1)->atttypid != REGROLEOID ||
-		standby_att <= 0 || TupleDescAttr(RelationGetDescr(rel), standby_att - 1)->atttypid != NAMEARRAYOID)
+		(standby_att > 0 &&
+		 TupleDescAttr(RelationGetDescr(rel), standby_att - 1)->atttypid != NAMEARRAYOID))
 		elog(ERROR, "eo: eo_outbox_groups is not as eo made it");
 	scan = begin_name_scan(rel, idx, snapshot, outbox, grp, key);
 	found = index_getnext_slot(scan, ForwardScanDirection, ts);
@@ -397,9 +398,10 @@ relay_find_group(const char *outbox, const char *grp, Snapshot snapshot, int32 *
 		*owner = DatumGetObjectId(slot_getattr(ts, owner_att, &isnull));
 		if (standby_slots != NULL)
 		{
-			Datum		v = slot_getattr(ts, standby_att, &isnull);
+			/* none before the update to 0.3.0 adds the column */
+			Datum		v = standby_att > 0 ? slot_getattr(ts, standby_att, &isnull) : (Datum) 0;
 
-			*standby_slots = isnull ? NULL : DatumGetArrayTypePCopy(v);
+			*standby_slots = standby_att <= 0 || isnull ? NULL : DatumGetArrayTypePCopy(v);
 		}
 	}
 	index_endscan(scan);
