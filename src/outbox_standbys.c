@@ -149,6 +149,7 @@ eo_standbys_have_snapshot(ArrayType *slots, const char *grp)
 	int			n = slot_names(slots, &names);
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), EO_STANDBY_WAIT_MS);
 	const char *behind;
+	long		nap = 1;		/* ms: a healthy standby is about this close */
 
 	while ((behind = first_behind(names, n, lsn)) != NULL)
 	{
@@ -165,8 +166,10 @@ eo_standbys_have_snapshot(ArrayType *slots, const char *grp)
 							 " change the list with eo_group_set_standby_slots.")));
 			return false;
 		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1,
+		/* polled: a standby's reply wakes no backend; one that lags, less often */
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, nap,
 						 PG_WAIT_EXTENSION);
+		nap = Min(nap * 2, 16);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
