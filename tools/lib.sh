@@ -19,8 +19,10 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The Debian packages that provide all of it.
 # libnats-dev (the NATS C client) builds eo_nats, nats-server runs its test;
-# python3-psycopg (psycopg 3) runs the Python examples of docs/ (test/python).
-PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc pkg-config libnats-dev nats-server python3 python3-psycopg"
+# python3-psycopg (psycopg 3) runs the Python examples of docs/ (test/python);
+# pg_auto_failover (pg_autoctl, and the monitor's extension for this major)
+# runs the HA test (test/t/130_ha_auto_failover.pl).
+PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc pkg-config libnats-dev nats-server python3 python3-psycopg postgresql-$EO_PG_MAJOR-auto-failover pg-auto-failover-cli"
 
 # Everything a fresh Debian 12 machine lacks to build and test the extension.
 missing_tools() {
@@ -34,6 +36,9 @@ missing_tools() {
     command -v nats-server >/dev/null || echo nats-server
     # the system's python3 (test/t/041 runs it), not one of pyenv's first on PATH
     "${EO_PYTHON:-/usr/bin/python3}" -c 'import psycopg' 2>/dev/null || echo python3-psycopg
+    command -v pg_autoctl >/dev/null || echo pg_autoctl
+    [ -x "$PG_CONFIG" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/pgautofailover.control" ] ||
+        echo pgautofailover
 }
 
 ensure_packages() {

@@ -94,6 +94,9 @@ main() {
     # ... and python3-psycopg: the Python examples (test/t/041_python_examples.pl)
     # must run, not skip
     export EO_REQUIRE_PYTHON=1
+    # ... and pg_auto_failover: the HA test (test/t/130_ha_auto_failover.pl)
+    # must run, not skip
+    export EO_REQUIRE_AUTO_FAILOVER=1
     build_install
     make_scratch
     copy_repo
