@@ -551,6 +551,8 @@ WHERE NOT EXISTS (SELECT 1 FROM eo_status(k))'))
 		$fig{"${g}_stream_dups"} = scalar(grep { $ids->{$_} > 1 } keys %$ids);
 		$fig{"${g}_unapplied"} = scalar @unapplied;
 		$fig{"${g}_messages"} = scalar keys %$ids;
+		# ghosts a consumer acted on: applied on the new primary itself
+		$fig{"${g}_ghosts_applied"} = scalar(grep { !$outbox{$_} } keys %{ $applied{$g} });
 		# pages the forwarder published again (a lost acknowledgement, a
 		# page back after its lease): JetStream dropped them by Nats-Msg-Id
 		my $log = substr($nats->log("forward-$g.log"), $logmark{$g});
@@ -635,13 +637,14 @@ for my $r (@figure_rows)
 		"%s: promoted after %s s, writable after %s s, rejoined after %s s, the load's write gap %s s; "
 		  . "eo launcher %s s after the promotion was seen; leases open %d, reclaimed by the new primary %d, "
 		  . "longest %s s after expiry/promotion; acknowledged and lost: %d/%d transaction-mode, %d/%d lease-mode "
-		  . "(%d of them open); ghosts plain %d safe %d; published again (dropped by JetStream) plain %d safe %d, "
+		  . "(%d of them open); ghosts plain %d safe %d (applied on the new primary: %d, %d); published again (dropped by JetStream) plain %d safe %d, "
 		  . "in stream twice plain %d safe %d; not applied plain %d safe %d (of %d and %d messages)",
 		$r->{round}, fmt($r->{promoted}, '%.1f'), fmt($r->{rw}, '%.1f'), fmt($r->{rejoined}, '%.1f'),
 		fmt($r->{write_gap}, '%.1f'), fmt($r->{launcher_after}, '%.2f'),
 		$r->{lease_open}, $r->{lease_reclaimed_new}, fmt($r->{reclaim_max}, '%.2f'),
 		$r->{lost_tx}, $r->{acked_tx}, $r->{lost_leases}, $r->{acked_leases}, $r->{lease_lost_open},
-		$r->{plain_ghosts}, $r->{safe_ghosts}, $r->{plain_republished}, $r->{safe_republished},
+		$r->{plain_ghosts}, $r->{safe_ghosts}, $r->{plain_ghosts_applied}, $r->{safe_ghosts_applied},
+		$r->{plain_republished}, $r->{safe_republished},
 		$r->{plain_stream_dups}, $r->{safe_stream_dups},
 		$r->{plain_unapplied}, $r->{safe_unapplied}, $r->{plain_messages}, $r->{safe_messages}));
 }
