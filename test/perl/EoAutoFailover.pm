@@ -59,7 +59,7 @@ sub require_pg_autoctl
 	my @missing;
 	push @missing, 'pg_autoctl'
 	  if system('sh', '-c', 'command -v pg_autoctl >/dev/null') != 0;
-	push @missing, 'the pgautofailover extension of PostgreSQL ' . pg_dir('version')
+	push @missing, 'the pgautofailover extension for ' . pg_dir('version')
 	  unless -f pg_dir('sharedir') . '/extension/pgautofailover.control';
 	return unless @missing;
 	my $what = join(' and ', @missing) . ' (Debian: pg-auto-failover-cli, postgresql-N-auto-failover)';
