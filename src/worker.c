@@ -605,7 +605,22 @@ eo_db_worker_main(Datum main_arg)
 	ReclaimArg	r = {{0}, true};
 	TimestampTz started;
 
+	/*
+	 * Read before connecting, while the settings are the server's own (the
+	 * postmaster's: its files and ALTER SYSTEM), not yet a database's or a
+	 * role's, which pin_session overrides.  An HA manager makes a node it
+	 * just promoted read-only that way until it knows the old primary is
+	 * gone (pg_auto_failover does): no pass writes there meanwhile.
+	 */
+	bool		server_read_only = DefaultXactReadOnly;
+
 	connect_to_database(main_arg);
+	if (server_read_only)
+	{
+		ereport(DEBUG1,
+				(errmsg("eo: no pass while the server's configuration sets default_transaction_read_only")));
+		proc_exit(0);
+	}
 	started = GetCurrentTimestamp();
 
 	/*

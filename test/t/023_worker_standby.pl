@@ -5,8 +5,10 @@
 #   launcher, and an expired lease replicated from the primary stays
 #   processing there, readable through eo_status and eo_keys_overview;
 #   eo_maintain() is refused as on any read-only server;
-# - after promotion the standby's launcher starts and reclaims the lease
-#   within 2 x eo.naptime.
+# - after promotion the standby's launcher starts, but runs no pass while
+#   the server's own configuration sets default_transaction_read_only (an
+#   HA manager's fence); once it does not, the worker reclaims the lease
+#   within 2 x eo.naptime, a database's read-only setting notwithstanding.
 # The primary's own worker is kept out of the way with eo.databases
 # naming a database that does not exist (it runs, but serves nothing).
 
@@ -77,18 +79,31 @@ like($stderr, qr/read-only transaction|recovery is in progress/,
 is($primary->safe_psql('postgres', q{SELECT state FROM eo_status('abandoned')}),
 	'processing', 'the primary did not reclaim it either (eo.databases)');
 
-# Promotion: the standby's launcher starts and reclaims.
+# Promotion, with the standby's own configuration read-only, as an HA
+# manager (pg_auto_failover) keeps a node it just promoted until it knows
+# the old primary is gone: the launcher starts, no pass writes.  A
+# database's setting (its owner's) does not stop passes.
+$standby->append_conf('postgresql.conf', "default_transaction_read_only = on\n");
+$standby->reload;
 my $log_offset = -s $standby->logfile;
 $standby->promote;
-my $t0 = time;
 ok($standby->poll_query_until('postgres', $launchers_q, '1'),
 	'after promotion an eo launcher runs on the former standby');
+usleep(3_000_000);
+is($standby->safe_psql('postgres', q{SELECT state FROM eo_status('abandoned')}),
+	'processing', 'no pass writes while the server\'s configuration is read-only');
+$standby->safe_psql('postgres', q{
+SET default_transaction_read_only = off;
+ALTER DATABASE postgres SET default_transaction_read_only = on});
+$standby->append_conf('postgresql.conf', "default_transaction_read_only = off\n");
+$standby->reload;
+my $t0 = time;
 ok( $standby->poll_query_until(
 		'postgres', q{SELECT state FROM eo_status('abandoned')}, 'failed'),
 	'and it reclaims the expired lease');
 my $elapsed = time - $t0;
-cmp_ok($elapsed, '<=', 2 + 2,
-	sprintf('... %.1f s after the promotion (2 x naptime, + 2 s for the promotion itself)',
+cmp_ok($elapsed, '<=', 2 + 1,
+	sprintf('... %.1f s after the server became writable (2 x naptime, + 1 s), a database\'s read-only setting notwithstanding',
 		$elapsed));
 is( $standby->safe_psql(
 		'postgres',
