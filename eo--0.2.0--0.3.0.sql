@@ -292,7 +292,10 @@ COMMENT ON VIEW eo_metrics.outbox IS
 -- (outbox_standbys.c): no event a consumer acted on is missing from a
 -- standby promoted after an asynchronous failover.  NULL: at once, as
 -- before.
-ALTER TABLE eo_internal.eo_outbox_groups ADD COLUMN standby_slots pg_catalog.name[];
+ALTER TABLE eo_internal.eo_outbox_groups ADD COLUMN standby_slots pg_catalog.name[]
+    CHECK (pg_catalog.array_ndims(standby_slots) OPERATOR(pg_catalog.=) 1
+           AND pg_catalog.cardinality(standby_slots) OPERATOR(pg_catalog.<=) 64
+           AND pg_catalog.array_position(standby_slots, NULL::pg_catalog.name) IS NULL);
 
 -- eo_group_set_standby_slots(outbox, consumer_group, standby_slots): set
 -- or clear (NULL, '{}') the list; same rights as eo_relay_fetch.
@@ -356,15 +359,26 @@ COMMENT ON VIEW eo_metrics.relay_standbys IS
 -- above every token of the timeline before, whatever the replication
 -- lost.  The base, per token sequence (0 without a row), is raised by the
 -- worker when a sequence is ahead of the timeline's epoch (pg_upgrade and
--- a restore into a new cluster begin timeline 1 again).  Nothing to fill
--- in: 0.2.0's tokens are below epoch 1, the first token drawn after this
--- update starts it.
+-- a restore into a new cluster begin timeline 1 again).  Epochs count
+-- from this update's timeline (ID, from the current WAL file's name), so
+-- that a cluster promoted many times before has as many epochs left as a
+-- new one (8,191): lease tokens from epoch 1; relay tokens from above
+-- every group id in use, which 0.2.0's relay tokens carried in the same
+-- bits, so that they only grow.
 CREATE TABLE eo_internal.eo_token_epochs (
     sequence pg_catalog.regclass PRIMARY KEY,
-    base pg_catalog.int4 NOT NULL
+    base pg_catalog.int8 NOT NULL CHECK (base BETWEEN -4294967295 AND 8191)
 );
 REVOKE ALL ON eo_internal.eo_token_epochs FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_token_epochs', '');
+INSERT INTO eo_internal.eo_token_epochs (sequence, base)
+SELECT v.seq, v.first_epoch OPERATOR(pg_catalog.-) t.tli
+FROM (VALUES ('eo_internal.eo_lease_token_seq'::pg_catalog.regclass, 1::pg_catalog.int8),
+             ('eo_internal.eo_outbox_token_seq'::pg_catalog.regclass,
+              (SELECT COALESCE(pg_catalog.max(id), 0) OPERATOR(pg_catalog.+) 1
+               FROM eo_internal.eo_outbox_groups)::pg_catalog.int8)) v (seq, first_epoch),
+     (SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(
+                  pg_catalog.pg_current_wal_lsn()), 1, 8))::pg_catalog.bit(32)::pg_catalog.int8 AS tli) t;
 COMMENT ON TABLE eo_internal.eo_token_epochs IS
     'per token sequence, how far its epochs are above the timeline ID (raised after pg_upgrade or a restore)';
 

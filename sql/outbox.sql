@@ -392,9 +392,10 @@ SELECT (SELECT id FROM eo_internal.eo_outbox_groups WHERE outbox = 'ids' AND nam
        (SELECT id FROM eo_internal.eo_outbox_groups WHERE outbox = 'ids' AND name = 'e') < 8191 AS e_wrapped,
        (SELECT count(*) = count(DISTINCT id) FROM eo_internal.eo_outbox_groups) AS ids_distinct;
 -- The highest group's tokens stay below 2^53 (exact as a JavaScript number
--- or a double in a JSON parser), and still name their group.
+-- or a double in a JSON parser); since 0.3.0 their high bits are the
+-- epoch (fencing.c), not the group's id.
 SELECT eo_emit('ids', 'order', '1', 'created', '{}') IS NOT NULL AS emitted;
-SELECT lease_token < 2::numeric ^ 53 AS below_2_53, lease_token >> 40 AS group_bits
+SELECT lease_token < 2::numeric ^ 53 AS below_2_53, lease_token >> 40 AS epoch
 FROM eo_relay_fetch('ids', 'd');
 -- Ids are unique per outbox: a role that uses up all 8,191 of its own
 -- outbox's ids cannot stop another outbox's groups.

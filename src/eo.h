@@ -437,8 +437,8 @@ extern void eo_register_launcher(void);
 /* fencing.c: tokens strictly increasing across promotions */
 #define EO_LEASE_EPOCH_SHIFT 40		/* lease tokens: epoch above 40 bits */
 #define EO_LEASE_MAX_EPOCH 8191		/* ... so below 2^53 */
-#define EO_RELAY_EPOCH_SHIFT 30		/* relay counters: epoch above 30 bits */
-#define EO_RELAY_MAX_EPOCH 1023		/* ... so below 2^40 (outbox_relay.h) */
+#define EO_RELAY_EPOCH_SHIFT 40		/* relay tokens: the same (outbox_relay.h) */
+#define EO_RELAY_MAX_EPOCH 8191
 extern int64 eo_fenced_nextval(Oid seq, int shift, int64 max_epoch);
 extern bool eo_token_from_earlier_timeline(Oid seq, int shift, int64 token);
 extern void eo_fencing_keep(void);

@@ -13,7 +13,9 @@
  *
  * So a token's value carries an epoch above `shift` bits.  On timeline T a
  * token's epoch is at least T + base (base: per sequence, in
- * eo_internal.eo_token_epochs, 0 if absent); the first token drawn on a
+ * eo_internal.eo_token_epochs, 0 if absent; the install or update sets it
+ * so that epochs count from 1 on the timeline it ran on, not from the
+ * timeline's ID, which may be high already); the first token drawn on a
  * new timeline moves the sequence up to its epoch's start.  A promoted
  * standby always starts a timeline with a greater ID than its upstream's
  * (PostgreSQL picks one above every timeline it knows of), so every token
@@ -59,7 +61,7 @@ typedef struct EpochCache
 {
 	Oid			seq;
 	TimeLineID	tli;			/* the timeline `base` was read on */
-	int32		base;
+	int64		base;
 } EpochCache;
 
 static EpochCache cache[2];
@@ -85,7 +87,7 @@ read_base(Oid seq)
 	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tup;
-	int32		base = 0;
+	int64		base = 0;
 
 	if (!OidIsValid(relid))
 		return 0;
@@ -100,7 +102,7 @@ read_base(Oid seq)
 		{
 			Datum		b = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull);
 
-			base = isnull ? 0 : DatumGetInt32(b);
+			base = isnull ? 0 : DatumGetInt64(b);
 			break;
 		}
 	}
@@ -109,6 +111,11 @@ read_base(Oid seq)
 	return base;
 }
 
+/*
+ * The entry of `seq`.  A third sequence means eo was installed again
+ * (DROP and CREATE EXTENSION): the old entries name sequences that are
+ * gone, and are forgotten.
+ */
 static EpochCache *
 cache_for(Oid seq)
 {
@@ -118,8 +125,9 @@ cache_for(Oid seq)
 			cache[i].seq = seq;
 			return &cache[i];
 		}
-	elog(ERROR, "eo: more than %d fenced sequences", (int) lengthof(cache));
-	return NULL;				/* keep compiler quiet */
+	memset(cache, 0, sizeof(cache));
+	cache[0].seq = seq;
+	return &cache[0];
 }
 
 /*
@@ -189,14 +197,14 @@ eo_fenced_nextval(Oid seq, int shift, int64 max_epoch)
 	int64		v = nextval_internal(seq, false);
 	int64		floor = epoch_floor(seq, false);
 
-	if ((v >> shift) < floor)
+	if ((v >> shift) < floor && floor <= max_epoch)
 		v = start_epoch(seq, shift, floor);
-	if ((v >> shift) > max_epoch)
+	if ((v >> shift) > max_epoch || floor > max_epoch)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("eo's fencing tokens from sequence \"%s\" are used up", get_rel_name(seq)),
 				 errdetail("Tokens stay below 2^53; this sequence has reached epoch " INT64_FORMAT " of " INT64_FORMAT ".",
-						   v >> shift, max_epoch)));
+						   Max(v >> shift, floor), max_epoch)));
 	return v;
 }
 
@@ -228,7 +236,7 @@ keep_epoch(const char *seqname, int shift)
 	int64		floor = epoch_floor(seq, true);
 	int64		epoch;
 	bool		isnull;
-	Oid			types[2] = {REGCLASSOID, INT4OID};
+	Oid			types[2] = {REGCLASSOID, INT8OID};
 	Datum		values[2];
 
 	if (SPI_execute(psprintf("SELECT last_value FROM %s", eo_internal_name(seqname)),
@@ -239,7 +247,7 @@ keep_epoch(const char *seqname, int shift)
 	if (epoch <= floor)
 		return;					/* the common case: not ahead */
 	values[0] = ObjectIdGetDatum(seq);
-	values[1] = Int32GetDatum((int32) (epoch + 1 - GetWALInsertionTimeLine()));
+	values[1] = Int64GetDatum(epoch + 1 - (int64) GetWALInsertionTimeLine());
 	if (SPI_execute_with_args("INSERT INTO eo_internal.eo_token_epochs (sequence, base) VALUES ($1, $2)"
 							  " ON CONFLICT (sequence) DO UPDATE SET base = excluded.base",
 							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)

@@ -50,6 +50,7 @@ typedef struct EoBell
 	bool		known;			/* that fetch handed out all it could */
 	bool		blocked;		/* ... it passed over slots it could not lock */
 	uint64		seen;			/* the doorbell before that fetch */
+	uint64		standby_lsn;	/* held back until standbys flush this; 0: not */
 	uint64		order;			/* when, in bell_clock ticks (0: unused) */
 } EoBell;
 
@@ -93,12 +94,15 @@ typedef struct EoRelayCall
 	Oid			group_owner;
 	struct ArrayType *standby_slots;	/* name[] to wait for (NULL: none) */
 	bool		held_back;		/* they did not have this call's snapshot */
+	uint64		held_lsn;		/* ... which needs the WAL up to here (XLogRecPtr) */
 	EoIdentity	caller;			/* restored by eo_relay_end */
 } EoRelayCall;
 
 /* outbox_standbys.c: groups that wait for standbys */
-#define EO_STANDBY_WAIT_MS 500	/* a fetch waits at most this long for them */
-extern bool eo_standbys_have_snapshot(struct ArrayType *slots, const char *grp);
+#define EO_STANDBY_WAIT_MS 100	/* a fetch waits at most this long for them */
+#define EO_MAX_STANDBY_SLOTS 64	/* standbys a group may wait for */
+extern bool eo_standbys_have_snapshot(struct ArrayType *slots, const char *grp, uint64 *lsn);
+extern bool eo_standbys_wait(struct ArrayType *slots, uint64 lsn, long timeout_ms);
 
 /*
  * outbox_ddl.c: DDL on relations named by OID, never by a name someone

@@ -67,13 +67,13 @@
  * free when it expired, or, if it was taken with release_on_disconnect,
  * when the backend that took it is gone (the relay crashed or lost its
  * connection).  The fetch gives the slot a
- * lease and a new token, up to `slots` slots per call:
- * the group's id in the high bits (TOKEN_GROUP_SHIFT) over a value from a
- * sequence, so tokens are strictly increasing per slot and name the group
- * they were issued for.  eo_relay_ack needs the slot's current token; once
- * another relay has taken the slot over after expiry, the old token is
- * refused (55006, "stale") and the page comes back, same events first, to
- * the new holder; a token the group never issued gets 55000.  An expired
+ * lease and a new token, up to `slots` slots per call, from a sequence
+ * (fenced across promotions: fencing.c), so tokens are strictly increasing
+ * per slot.  eo_relay_ack needs the slot's current token; once another
+ * relay has taken the slot over after expiry, the old token is refused
+ * (55006, "stale": any token below the group's newest, or from before a
+ * failover) and the page comes back, same events first, to the new
+ * holder; a token above every one the group holds gets 55000.  An expired
  * lease nobody took over yet can still be acknowledged, extended or
  * released.
  *
@@ -304,14 +304,11 @@ group_max_token(EoRelayCall *call)
 	return isnull ? 0 : DatumGetInt64(max);
 }
 
-/* A new lease token of the group whose id, shifted, is token_group. */
+/* A new lease token of a relay (outbox_relay.h). */
 int64
-eo_relay_new_token(Oid token_seq, int64 token_group)
+eo_relay_new_token(Oid token_seq)
 {
-	StaticAssertStmt(EO_RELAY_MAX_EPOCH < (1 << (TOKEN_GROUP_SHIFT - EO_RELAY_EPOCH_SHIFT)),
-					 "relay token epochs overflow into the group's bits");
-	return token_group |
-		eo_fenced_nextval(token_seq, EO_RELAY_EPOCH_SHIFT, EO_RELAY_MAX_EPOCH);
+	return eo_fenced_nextval(token_seq, EO_RELAY_EPOCH_SHIFT, EO_RELAY_MAX_EPOCH);
 }
 
 /* ---- one page of a batch, straight into the function's result ---- */
@@ -336,7 +333,7 @@ page_receive(TupleTableSlot *slot, DestReceiver *self)
 		return true;
 	}
 	if (r->count == 0)
-		r->token = eo_relay_new_token(r->token_seq, r->token_group);
+		r->token = eo_relay_new_token(r->token_seq);
 	slot_getallattrs(slot);
 	values[0] = Int64GetDatum(r->token);
 	nulls[0] = false;
@@ -611,17 +608,17 @@ find_token(EoRelayCall *call, int64 token, Slot *s)
 
 /*
  * No slot of the group holds token: stale (55006) if a newer token
- * superseded it, else not a token of this group (55000).
+ * superseded it or it comes from before a failover, else never issued to
+ * the group (55000).
  */
 static void
 token_missing(EoRelayCall *call, int64 token)
 {
 	const char *grp = call->grp;
 
-	if (token > 0 && (token >> TOKEN_GROUP_SHIFT) == call->group_id &&
+	if (token > 0 &&
 		(token <= group_max_token(call) ||
-		 eo_token_from_earlier_timeline(eo_ob_token_seq(), EO_RELAY_EPOCH_SHIFT,
-										token & TOKEN_COUNTER_MASK)))
+		 eo_token_from_earlier_timeline(eo_ob_token_seq(), EO_RELAY_EPOCH_SHIFT, token)))
 	{
 		eo_stat_count(EO_STAT_STALE_TOKENS);
 		ereport(ERROR,

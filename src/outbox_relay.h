@@ -74,18 +74,17 @@ typedef struct Slot
 } Slot;
 
 /*
- * A lease token: the group's id above this many bits, a value of
- * eo_outbox_token_seq below (strictly increasing, also across promotions:
- * an epoch in its top 10 bits, fencing.c).  Group ids have 13 bits
- * (eo_outbox_group_id_seq's MAXVALUE), so every token is below 2^53:
- * exact for a relay that reads numbers as doubles (JavaScript, many JSON
- * parsers).
+ * A relay's lease token: a value of eo_outbox_token_seq, strictly
+ * increasing, also across promotions (an epoch above its 40 low bits,
+ * fencing.c), below 2^53: exact for a relay that reads numbers as doubles
+ * (JavaScript, many JSON parsers).  Before 0.3.0 the group's id took the
+ * high bits; the update starts the epochs above every group id then in
+ * use, so tokens still only grow.  Group ids stay below 2^13
+ * (eo_outbox_group_id_seq's MAXVALUE).
  */
-#define TOKEN_GROUP_SHIFT 40
-#define TOKEN_COUNTER_MASK ((INT64CONST(1) << TOKEN_GROUP_SHIFT) - 1)
-#define TOKEN_MAX_GROUPS ((1 << (53 - TOKEN_GROUP_SHIFT)) - 1)	/* ids 1 .. this */
+#define TOKEN_MAX_GROUPS 8191	/* group ids 1 .. this */
 
-extern int64 eo_relay_new_token(Oid token_seq, int64 token_group);
+extern int64 eo_relay_new_token(Oid token_seq);
 
 /* Statements on eo's own tables, prepared once per backend. */
 typedef struct RelayPlans
@@ -111,7 +110,6 @@ typedef struct PageReceiver
 	Tuplestorestate *store;
 	TupleDesc	desc;			/* eo_relay_fetch's result */
 	Oid			token_seq;
-	int64		token_group;	/* the group's id, shifted into place */
 	int32		max;
 	bool		count_only;		/* count and find the last seq, return nothing */
 	int32		count;

@@ -244,7 +244,7 @@ take_cut_to_serve(EoRelayCall *call, Cut *cut)
 		return false;			/* once a call: one wait, one NOTICE */
 	take_cut(call->ob, cut);
 	if (call->standby_slots != NULL &&
-		!eo_standbys_have_snapshot(call->standby_slots, call->grp))
+		!eo_standbys_have_snapshot(call->standby_slots, call->grp, &call->held_lsn))
 		call->held_back = true;
 	return !call->held_back;
 }
@@ -587,7 +587,7 @@ pages_receive(TupleTableSlot *slot, DestReceiver *self)
 		return false;			/* stop the scan */
 	}
 	if (pg->count == 0)
-		pg->token = eo_relay_new_token(r->token_seq, r->token_group);
+		pg->token = eo_relay_new_token(r->token_seq);
 	values[0] = Int64GetDatum(pg->token);
 	nulls[0] = false;
 	memcpy(&values[1], &slot->tts_values[1], sizeof(Datum) * 9);
@@ -1017,6 +1017,7 @@ bell_of_fetch(EoOutbox *ob, int32 group_id)
 	b->group_id = group_id;
 	b->known = false;
 	b->blocked = false;
+	b->standby_lsn = 0;
 	b->order = ++ob->bell_clock;
 	ob->bell_last = (int) (b - ob->bells);
 	return b;
@@ -1070,7 +1071,6 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 
 	relay_init_receiver(&r, rsinfo->setResult, rsinfo->setDesc, max_events);
 	r.token_seq = eo_ob_token_seq();
-	r.token_group = (int64) call.group_id << TOKEN_GROUP_SHIFT;
 
 	/*
 	 * The group's slots, unlocked: a fetch locks only the slots it will
@@ -1090,6 +1090,8 @@ eo_relay_fetch(PG_FUNCTION_ARGS)
 		drained = fetch_one_by_one(&call, c, work, ncandidates, &r, &fetch);
 	}
 	bell->known = drained;
+	if (call.held_back)
+		bell->standby_lsn = call.held_lsn;	/* eo_relay_wait waits for them */
 	rsinfo->setResult = r.store;	/* fetch_together may have dropped rows */
 	eo_relay_end(&call);
 	return (Datum) 0;
@@ -1184,7 +1186,8 @@ typedef enum WaitNext
 {
 	WAIT_FETCH_NOW,				/* return true at once */
 	WAIT_BACK_OFF,				/* ... after BLOCKED_BACKOFF_MS */
-	WAIT_SLEEP					/* sleep on the doorbell */
+	WAIT_SLEEP,					/* sleep on the doorbell */
+	WAIT_STANDBYS				/* until the standbys flush what a fetch needed */
 } WaitNext;
 
 typedef struct WaitLook
@@ -1197,6 +1200,8 @@ typedef struct WaitLook
 	Oid			relid;			/* the outbox table: its doorbell */
 	uint64		seen;			/* the doorbell before the last fetch */
 	int64		takeover;		/* ms until a lease can be taken over, -1: none */
+	ArrayType  *standby_slots;	/* WAIT_STANDBYS: the group's, copied */
+	uint64		standby_lsn;	/* ... and the WAL they must flush */
 } WaitLook;
 
 /*
@@ -1223,6 +1228,17 @@ wait_look(void *arg)
 		eo_relay_begin(&call, PG_GETARG_DATUM(0), PG_ARGISNULL(0), w->grp);
 		group_id = call.group_id;
 		bell = bell_find(call.ob, group_id);
+		/* the last fetch was held back for standbys: wait for them, lock-free */
+		if (bell != NULL && !bell->known && bell->standby_lsn != 0 && call.standby_slots != NULL)
+		{
+			w->next = WAIT_STANDBYS;
+			/* SPI_palloc: in the context that outlives this call's SPI */
+			w->standby_slots = SPI_palloc(VARSIZE(call.standby_slots));
+			memcpy(w->standby_slots, call.standby_slots, VARSIZE(call.standby_slots));
+			w->standby_lsn = bell->standby_lsn;
+			eo_relay_end(&call);
+			return;
+		}
 		/* the bell rang already: it lingers below, no lease to wait for */
 		if (bell != NULL && bell->known && eo_doorbell_read(call.ob->relid) == bell->seen)
 			w->takeover = next_takeover_ms(&call, w->start);
@@ -1242,7 +1258,7 @@ wait_look(void *arg)
 		return;
 	if (!bell->known)
 	{
-		w->next = bell->blocked ? WAIT_BACK_OFF : WAIT_FETCH_NOW;
+		w->next = bell->blocked || bell->standby_lsn != 0 ? WAIT_BACK_OFF : WAIT_FETCH_NOW;
 		return;
 	}
 	w->next = WAIT_SLEEP;
@@ -1264,6 +1280,9 @@ wait_look(void *arg)
  * relay may wait right after acknowledging a page, without an empty fetch
  * first.  (If that fetch passed over slots another transaction had
  * locked, it first backs off BLOCKED_BACKOFF_MS.)
+ * With a group whose last fetch was held back for its standbys
+ * (eo_group_set_standby_slots), it waits until they flushed what that
+ * fetch needed (true) or the timeout ends (false), holding no lock.
  * With a group, the sleep also ends (true) when one of its leases can be
  * taken over, and after the bell rang it lingers `linger` more, within
  * the timeout, so that the next page holds more than one commit's events
@@ -1302,6 +1321,8 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 	}
 	look_and_let_go(wait_look, &w);
 
+	if (w.next == WAIT_STANDBYS)
+		PG_RETURN_BOOL(eo_standbys_wait(w.standby_slots, w.standby_lsn, ms));
 	if (w.next == WAIT_BACK_OFF)
 		linger_ms(Min(ms, BLOCKED_BACKOFF_MS));
 	if (w.next != WAIT_SLEEP)

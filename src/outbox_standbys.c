@@ -85,7 +85,11 @@ standby_state(const char *name)
 	return st;
 }
 
-/* The names of a name[] (NULL: none). */
+/*
+ * The names of a name[] (NULL: none).  A NULL element (the column's check
+ * refuses them; a restore could still bring one) reads as "", a slot that
+ * never exists: the group waits rather than hands out.
+ */
 static int
 slot_names(ArrayType *slots, Datum **names)
 {
@@ -95,6 +99,9 @@ slot_names(ArrayType *slots, Datum **names)
 	if (slots == NULL)
 		return 0;
 	deconstruct_array(slots, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, names, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (nulls[i])
+			(*names)[i] = DirectFunctionCall1(namein, CStringGetDatum(""));
 	return n;
 }
 
@@ -113,12 +120,6 @@ first_behind(Datum *names, int n, XLogRecPtr lsn)
 	return NULL;
 }
 
-/*
- * Wait until every slot of `slots` has flushed the WAL up to the insert
- * position now (call it after taking the snapshot whose transactions must
- * be on the standbys), at most EO_STANDBY_WAIT_MS.  Returns whether they
- * did; if not, a NOTICE names the slot that held the fetch back.
- */
 /*
  * The end of the WAL written so far, flushed here so that walsenders send
  * it: every transaction visible to a snapshot taken before wrote its
@@ -141,39 +142,77 @@ wal_flushed_to_now(void)
 	return lsn;
 }
 
-bool
-eo_standbys_have_snapshot(ArrayType *slots, const char *grp)
+/*
+ * Wait at most timeout_ms until every slot of names[] has flushed `lsn`.
+ * Returns NULL once they have, else the name of one that has not.
+ * Polled (a standby's reply wakes no backend): at 1 ms, as close as a
+ * healthy standby is, then less often for one that lags.
+ */
+static const char *
+wait_for_standbys(Datum *names, int n, XLogRecPtr lsn, long timeout_ms)
 {
-	XLogRecPtr	lsn = wal_flushed_to_now();
-	Datum	   *names;
-	int			n = slot_names(slots, &names);
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), EO_STANDBY_WAIT_MS);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	const char *behind;
-	long		nap = 1;		/* ms: a healthy standby is about this close */
+	long		nap = 1;
 
 	while ((behind = first_behind(names, n, lsn)) != NULL)
 	{
-		if (GetCurrentTimestamp() >= deadline)
-		{
-			StandbyState st = standby_state(behind);
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
-			ereport(NOTICE,
-					(errmsg("consumer group \"%s\" waits for standby slot \"%s\"", grp, behind),
-					 errdetail(!st.present ? "No physical replication slot of that name exists." :
-							   !st.active ? "No standby streams from it." :
-							   "Its standby has not flushed the WAL of the transactions this fetch would hand out."),
-					 errhint("Events are handed out once every standby the group names has them;"
-							 " change the list with eo_group_set_standby_slots.")));
-			return false;
-		}
-		/* polled: a standby's reply wakes no backend; one that lags, less often */
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, nap,
-						 PG_WAIT_EXTENSION);
+		if (left <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(nap, left), PG_WAIT_EXTENSION);
 		nap = Min(nap * 2, 16);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	return true;
+	return behind;
+}
+
+/*
+ * For a fetch, right after it took its snapshot: whether every slot of
+ * `slots` has, within EO_STANDBY_WAIT_MS, flushed the WAL of every
+ * transaction the snapshot sees.  The fetch holds its locks meanwhile
+ * (the outbox's among them, which retention's partition drop waits for),
+ * so the wait is short: about a healthy standby's flush lag.  If they did
+ * not, *lsn says up to where they must flush (eo_relay_wait waits for it,
+ * holding no lock), and a NOTICE names the slot that held the fetch back.
+ */
+bool
+eo_standbys_have_snapshot(ArrayType *slots, const char *grp, XLogRecPtr *lsn)
+{
+	Datum	   *names;
+	int			n = slot_names(slots, &names);
+	const char *behind;
+	StandbyState st;
+
+	*lsn = wal_flushed_to_now();
+	behind = wait_for_standbys(names, n, *lsn, EO_STANDBY_WAIT_MS);
+	if (behind == NULL)
+		return true;
+	st = standby_state(behind);
+	ereport(NOTICE,
+			(errmsg("consumer group \"%s\" waits for standby slot \"%s\"", grp, behind),
+			 errdetail(!st.present ? "No physical replication slot of that name exists." :
+					   !st.active ? "No standby streams from it." :
+					   "Its standby has not flushed the WAL of the transactions this fetch would hand out."),
+			 errhint("Events are handed out once every standby the group names has them;"
+					 " change the list with eo_group_set_standby_slots.")));
+	return false;
+}
+
+/*
+ * For eo_relay_wait after a fetch held back at `lsn`: wait, holding no
+ * lock, at most timeout_ms until the standbys have flushed it.
+ */
+bool
+eo_standbys_wait(ArrayType *slots, XLogRecPtr lsn, long timeout_ms)
+{
+	Datum	   *names;
+	int			n = slot_names(slots, &names);
+
+	return wait_for_standbys(names, n, lsn, timeout_ms) == NULL;
 }
 
 /* A name[] of valid slot names, without NULLs; NULL for none. */
@@ -195,6 +234,11 @@ check_slot_names(Datum value, bool isnull)
 	deconstruct_array(a, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names, &nulls, &n);
 	if (n == 0)
 		return NULL;
+	if (n > EO_MAX_STANDBY_SLOTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("standby_slots names %d slots", n),
+				 errdetail("A group waits for at most %d standbys.", EO_MAX_STANDBY_SLOTS)));
 	for (int i = 0; i < n; i++)
 	{
 		if (nulls[i])
@@ -202,6 +246,12 @@ check_slot_names(Datum value, bool isnull)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("standby_slots must not contain NULL")));
 		(void) ReplicationSlotValidateName(NameStr(*DatumGetName(names[i])), ERROR);
+		for (int j = 0; j < i; j++)
+			if (namestrcmp(DatumGetName(names[j]), NameStr(*DatumGetName(names[i]))) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("standby_slots names slot \"%s\" twice",
+								NameStr(*DatumGetName(names[i])))));
 	}
 	return a;
 }

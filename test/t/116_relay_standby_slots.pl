@@ -23,7 +23,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time);
+use IPC::Run;
+use Time::HiRes qw(time usleep);
 use lib 'test/perl';
 use EoTest;
 
@@ -84,6 +85,11 @@ like($err2, qr/waits for standby slot "nosuch".*\n.*No physical replication slot
 	'and says why');
 cmp_ok($secs, '<', 5, 'the fetch comes back within its bound');
 $primary->safe_psql('postgres', q{SELECT eo_group_set_standby_slots('ev', 'safe', NULL)});
+($ret, $out, $err) = $primary->psql('postgres', q{SELECT eo_group_set_standby_slots('ev', 'safe', '{sb, sb}')});
+like($err, qr/names slot "sb" twice/, 'a slot named twice is refused');
+($ret, $out, $err) = $primary->psql('postgres',
+	q{SELECT eo_group_set_standby_slots('ev', 'safe', array_agg('s' || i)::name[]) FROM generate_series(1, 65) i});
+like($err, qr/ERROR:  standby_slots names 65 slots/, 'more than 64 slots are refused');
 ($ids) = $relay->('safe');
 is(scalar @$ids, 3, 'cleared, the group hands them out at once');
 $primary->safe_psql('postgres', q{SELECT eo_group_set_standby_slots('ev', 'safe', '{sb}')});
@@ -102,6 +108,21 @@ is(scalar @$fast2, 20, 'the other group hands out the events the standby does no
 my ($safe2, $err3) = $relay->('safe');
 is(scalar @$safe2, 0, 'the waiting group holds them back');
 like($err3, qr/waits for standby slot "sb".*\n.*No standby streams from it/, 'and says why');
+# A relay's loop: the held-back fetch, then eo_relay_wait, which waits for
+# the standby holding no lock (retention's ACCESS EXCLUSIVE on the outbox
+# gets through at once), and answers false at its timeout.
+my ($bg_out, $bg_err) = ('', '');
+my $bg = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $primary->connstr('postgres'),
+		'-c', q{SELECT count(*) FROM eo_relay_fetch('ev', 'safe', 1000, '1 min', 8, false)},
+		'-c', q{SELECT eo_relay_wait('ev', '3 s', 'safe', '0')} ],
+	'>', \$bg_out, '2>', \$bg_err);
+usleep(1_000_000);
+is($primary->safe_psql('postgres', q{SET lock_timeout = '200ms'; BEGIN; LOCK TABLE ev IN ACCESS EXCLUSIVE MODE; SELECT 'locked'; COMMIT}),
+	'locked', 'while eo_relay_wait waits for the standby, the outbox is not locked');
+$bg->finish;
+chomp $bg_out;
+is($bg_out, "0\nf", 'the held-back fetch handed out nothing, and the wait ended at its timeout');
 like( $primary->safe_psql('postgres', q{SELECT slot_name, present, active, behind_bytes > 0 FROM eo_relay_standbys('ev', 'safe')}),
 	qr/^sb\|t\|f\|t$/, 'eo_relay_standbys shows the slot present, not streamed from, behind');
 like( $primary->safe_psql('postgres',
