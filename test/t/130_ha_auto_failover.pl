@@ -45,7 +45,8 @@
 #   lost with the old primary is refused (55006);
 # - the lease-mode keys left open at the failover are reclaimed by the new
 #   primary's worker within 2 x eo.naptime (+ 1 s) of the later of their
-#   expiry and the promotion;
+#   expiry and the new primary taking writes (pg_auto_failover keeps it
+#   read-only a while after the promotion; eo's worker waits for that);
 # - eo's launcher runs on the new primary, no eo process on the standby;
 #   eo_nats forward and apply went on there by themselves;
 # - every event of the new primary's outbox is in both streams;
@@ -414,6 +415,11 @@ SELECT current_setting('synchronous_standby_names') <> '' AND current_setting('s
 SELECT extract(epoch FROM min(backend_start)) FROM pg_stat_activity WHERE backend_type = 'eo launcher'});
 	$fig{launcher_after} = $launcher && $promoted ? $launcher - $promoted : undef;
 	$launcher = $promoted if $promoted && (!$launcher || $promoted < $launcher);
+	# pg_auto_failover keeps the promoted node read-only (its configuration's
+	# default_transaction_read_only) until it knows the old primary is gone,
+	# and eo's worker runs no pass meanwhile: the bound counts from when the
+	# node took writes.
+	$launcher = $rw if $rw && $launcher && $rw > $launcher;
 	my $lrec = records('lease');
 	my (%expiry, %token, %completed);
 	for my $r (@{$lrec}[ $mark{lease} .. $#$lrec ])
@@ -458,7 +464,7 @@ FROM unnest(' . sql_list(@open) . ') k, eo_status(k) s');
 	# connection on a loaded machine) and the pass reaching the key.
 	is(join(', ', @late), '', sprintf(
 		'%s: the %d leases left open at the failover are reclaimed by %s within 2 x eo.naptime + %d s'
-		  . ' of their expiry or the promotion (%d by the new primary, the longest after %.2f s)',
+		  . ' of their expiry or the new primary taking writes (%d by the new primary, the longest after %.2f s)',
 		$label, scalar(@open), $new, $SLACK, $reclaimed, (sort { $b <=> $a } @delays)[0] // 0));
 	$fig{lease_open} = scalar @open;
 	$fig{lease_reclaimed_new} = $reclaimed;
@@ -636,7 +642,7 @@ for my $r (@figure_rows)
 	diag(sprintf(
 		"%s: promoted after %s s, writable after %s s, rejoined after %s s, the load's write gap %s s; "
 		  . "eo launcher %s s after the promotion was seen; leases open %d, reclaimed by the new primary %d, "
-		  . "longest %s s after expiry/promotion; acknowledged and lost: %d/%d transaction-mode, %d/%d lease-mode "
+		  . "longest %s s after expiry/writable; acknowledged and lost: %d/%d transaction-mode, %d/%d lease-mode "
 		  . "(%d of them open); ghosts plain %d safe %d (applied on the new primary: %d, %d); published again (dropped by JetStream) plain %d safe %d, "
 		  . "in stream twice plain %d safe %d; not applied plain %d safe %d (of %d and %d messages)",
 		$r->{round}, fmt($r->{promoted}, '%.1f'), fmt($r->{rw}, '%.1f'), fmt($r->{rejoined}, '%.1f'),
