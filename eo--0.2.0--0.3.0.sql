@@ -370,7 +370,8 @@ CREATE TABLE eo_internal.eo_token_epochs (
     base pg_catalog.int8 NOT NULL CHECK (base BETWEEN -4294967295 AND 8191)
 );
 REVOKE ALL ON eo_internal.eo_token_epochs FROM PUBLIC;
-SELECT pg_catalog.pg_extension_config_dump('eo_internal.eo_token_epochs', '');
+-- Not dumped: a restore's CREATE EXTENSION seeds it for the new cluster's
+-- timeline, and the worker raises the base over the restored sequences.
 INSERT INTO eo_internal.eo_token_epochs (sequence, base)
 SELECT v.seq, v.first_epoch OPERATOR(pg_catalog.-) t.tli
 FROM (VALUES ('eo_internal.eo_lease_token_seq'::pg_catalog.regclass, 1::pg_catalog.int8),
