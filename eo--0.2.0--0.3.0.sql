@@ -360,26 +360,28 @@ COMMENT ON VIEW eo_metrics.relay_standbys IS
 -- lost.  The base, per token sequence (0 without a row), is raised by the
 -- worker when a sequence is ahead of the timeline's epoch (pg_upgrade and
 -- a restore into a new cluster begin timeline 1 again).  Epochs count
--- from this update's timeline (ID, from the current WAL file's name), so
--- that a cluster promoted many times before has as many epochs left as a
--- new one (8,191): lease tokens from epoch 1; relay tokens from above
--- every group id in use, which 0.2.0's relay tokens carried in the same
--- bits, so that they only grow.
+-- from 1 on this update's timeline (its ID from the current WAL file's
+-- name), so that a cluster promoted many times before has as many left
+-- as a new one (8,191).  0.2.0's relay tokens carried their group's id
+-- where the epoch is now: the relay sequence moves to epoch 1 with its
+-- counter kept, so no token after the update equals one before it (a
+-- holder of a 0.2.0 token is refused as no longer holding its page).
 CREATE TABLE eo_internal.eo_token_epochs (
     sequence pg_catalog.regclass PRIMARY KEY,
     base pg_catalog.int8 NOT NULL CHECK (base BETWEEN -4294967295 AND 8191)
 );
 REVOKE ALL ON eo_internal.eo_token_epochs FROM PUBLIC;
--- Not dumped: a restore's CREATE EXTENSION seeds it for the new cluster's
--- timeline, and the worker raises the base over the restored sequences.
 INSERT INTO eo_internal.eo_token_epochs (sequence, base)
-SELECT v.seq, v.first_epoch OPERATOR(pg_catalog.-) t.tli
-FROM (VALUES ('eo_internal.eo_lease_token_seq'::pg_catalog.regclass, 1::pg_catalog.int8),
-             ('eo_internal.eo_outbox_token_seq'::pg_catalog.regclass,
-              (SELECT COALESCE(pg_catalog.max(id), 0) OPERATOR(pg_catalog.+) 1
-               FROM eo_internal.eo_outbox_groups)::pg_catalog.int8)) v (seq, first_epoch),
+SELECT v.seq, 1 OPERATOR(pg_catalog.-) t.tli
+FROM (VALUES ('eo_internal.eo_lease_token_seq'::pg_catalog.regclass),
+             ('eo_internal.eo_outbox_token_seq'::pg_catalog.regclass)) v (seq),
      (SELECT ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(
                   pg_catalog.pg_current_wal_lsn()), 1, 8))::pg_catalog.bit(32)::pg_catalog.int8 AS tli) t;
+SELECT pg_catalog.setval('eo_internal.eo_outbox_token_seq',
+                         (1::pg_catalog.int8 OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.+) last_value)
+FROM eo_internal.eo_outbox_token_seq;
+-- Not dumped: a restore's CREATE EXTENSION seeds it for the new cluster's
+-- timeline, and the worker raises the base over the restored sequences.
 COMMENT ON TABLE eo_internal.eo_token_epochs IS
     'per token sequence, how far its epochs are above the timeline ID (raised after pg_upgrade or a restore)';
 

@@ -99,7 +99,8 @@ typedef struct EoRelayCall
 } EoRelayCall;
 
 /* outbox_standbys.c: groups that wait for standbys */
-#define EO_STANDBY_WAIT_MS 100	/* a fetch waits at most this long for them */
+#define EO_STANDBY_WAIT_MS 100	/* a fetch waits this long for them, or ... */
+#define EO_STANDBY_WAIT_MAX_MS 1000	/* ... twice their flush lag, up to this */
 #define EO_MAX_STANDBY_SLOTS 64	/* standbys a group may wait for */
 extern bool eo_standbys_have_snapshot(struct ArrayType *slots, const char *grp, uint64 *lsn);
 extern bool eo_standbys_wait(struct ArrayType *slots, uint64 lsn, long timeout_ms);

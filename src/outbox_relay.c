@@ -624,7 +624,7 @@ token_missing(EoRelayCall *call, int64 token)
 		ereport(ERROR,
 				(errcode(EO_ERRCODE_RELAY_STALE),
 				 errmsg("lease token " INT64_FORMAT " of consumer group \"%s\" is stale", token, grp),
-				 errdetail("Its lease expired and the batch was handed to another relay, which will deliver it again."),
+				 errdetail("A newer token of the group superseded it (its lease ended and the batch went to another relay, which will deliver it again), or it was issued before a failover."),
 				 errhint("Drop the work of this batch; fetch a new one.")));
 	}
 	ereport(ERROR,

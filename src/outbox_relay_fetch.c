@@ -1148,6 +1148,14 @@ linger_ms(int64 ms)
 #define BLOCKED_BACKOFF_MS 10
 
 /*
+ * How long eo_relay_wait without a group backs off after a fetch held
+ * back for its group's standbys: it does not know them, and fetching
+ * again at once would hold the outbox's lock for the fetch's wait, again
+ * and again.  With the group named it waits for the standbys themselves.
+ */
+#define STANDBY_BACKOFF_MS 1000
+
+/*
  * Run look(arg) in a subtransaction that is rolled back, whether it
  * succeeded or not: every lock it took is let go (those the transaction
  * held before stay), and so are its other traces.  An error is raised
@@ -1187,7 +1195,8 @@ typedef enum WaitNext
 	WAIT_FETCH_NOW,				/* return true at once */
 	WAIT_BACK_OFF,				/* ... after BLOCKED_BACKOFF_MS */
 	WAIT_SLEEP,					/* sleep on the doorbell */
-	WAIT_STANDBYS				/* until the standbys flush what a fetch needed */
+	WAIT_STANDBYS,				/* until the standbys flush what a fetch needed */
+	WAIT_STANDBY_BACK_OFF		/* ... after STANDBY_BACKOFF_MS, without the group */
 } WaitNext;
 
 typedef struct WaitLook
@@ -1258,7 +1267,10 @@ wait_look(void *arg)
 		return;
 	if (!bell->known)
 	{
-		w->next = bell->blocked || bell->standby_lsn != 0 ? WAIT_BACK_OFF : WAIT_FETCH_NOW;
+		if (bell->standby_lsn != 0)
+			w->next = WAIT_STANDBY_BACK_OFF;	/* no group named: not its standbys */
+		else
+			w->next = bell->blocked ? WAIT_BACK_OFF : WAIT_FETCH_NOW;
 		return;
 	}
 	w->next = WAIT_SLEEP;
@@ -1325,6 +1337,8 @@ eo_relay_wait(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(eo_standbys_wait(w.standby_slots, w.standby_lsn, ms));
 	if (w.next == WAIT_BACK_OFF)
 		linger_ms(Min(ms, BLOCKED_BACKOFF_MS));
+	if (w.next == WAIT_STANDBY_BACK_OFF)
+		linger_ms(Min(ms, STANDBY_BACKOFF_MS));
 	if (w.next != WAIT_SLEEP)
 		PG_RETURN_BOOL(true);
 	rang = eo_doorbell_wait(w.relid, w.seen, w.takeover > 0 ? Min(ms, w.takeover) : ms);

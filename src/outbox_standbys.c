@@ -36,9 +36,11 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "replication/slot.h"
+#include "replication/walsender_private.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -56,13 +58,14 @@ typedef struct StandbyState
 {
 	bool		present;		/* a physical slot of that name exists */
 	bool		active;			/* a walsender streams from it */
+	pid_t		walsender;		/* ... that one */
 	XLogRecPtr	flushed;		/* its standby's flush position */
 } StandbyState;
 
 static StandbyState
 standby_state(const char *name)
 {
-	StandbyState st = {false, false, InvalidXLogRecPtr};
+	StandbyState st = {false, false, 0, InvalidXLogRecPtr};
 
 	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 	for (int i = 0; i < max_replication_slots; i++)
@@ -76,6 +79,7 @@ standby_state(const char *name)
 		{
 			st.present = true;
 			st.active = s->active_pid != 0;
+			st.walsender = s->active_pid;
 			st.flushed = s->data.restart_lsn;
 		}
 		SpinLockRelease(&s->mutex);
@@ -103,6 +107,45 @@ slot_names(ArrayType *slots, Datum **names)
 		if (nulls[i])
 			(*names)[i] = DirectFunctionCall1(namein, CStringGetDatum(""));
 	return n;
+}
+
+/*
+ * How late the standby streaming through walsender `pid` flushes WAL
+ * (pg_stat_replication.flush_lag), in ms; 0 if caught up or unknown.
+ */
+static long
+flush_lag_ms(pid_t pid)
+{
+	long		lag = 0;
+
+	for (int i = 0; pid != 0 && i < max_wal_senders; i++)
+	{
+		WalSnd	   *w = &WalSndCtl->walsnds[i];
+
+		SpinLockAcquire(&w->mutex);
+		if (w->pid == pid && w->flushLag > 0)
+			lag = (long) (w->flushLag / 1000);
+		SpinLockRelease(&w->mutex);
+	}
+	return lag;
+}
+
+/*
+ * How long a fetch waits for the standbys under its locks: long enough
+ * for the slowest one streaming (twice its flush lag), since each fetch
+ * needs the WAL written at its own start, so a shorter wait than the lag
+ * would hold the group back for as long as anything writes; at least
+ * EO_STANDBY_WAIT_MS, at most EO_STANDBY_WAIT_MAX_MS.  A standby not
+ * streaming counts for nothing here: eo_relay_wait waits for it.
+ */
+static long
+fetch_wait_ms(Datum *names, int n)
+{
+	long		lag = 0;
+
+	for (int i = 0; i < n; i++)
+		lag = Max(lag, flush_lag_ms(standby_state(NameStr(*DatumGetName(names[i]))).walsender));
+	return Min(Max(2 * lag, EO_STANDBY_WAIT_MS), EO_STANDBY_WAIT_MAX_MS);
 }
 
 /* The first of the slots that has not flushed `lsn`, or NULL. */
@@ -179,10 +222,10 @@ wait_for_standbys(Datum *names, int n, XLogRecPtr lsn, long timeout_ms)
 
 /*
  * For a fetch, right after it took its snapshot: whether every slot of
- * `slots` has, within EO_STANDBY_WAIT_MS, flushed the WAL of every
- * transaction the snapshot sees.  The fetch holds its locks meanwhile
- * (the outbox's among them, which retention's partition drop waits for),
- * so the wait is short: about a healthy standby's flush lag.  If they did
+ * `slots` has, within fetch_wait_ms, flushed the WAL of every transaction
+ * the snapshot sees.  The fetch holds its locks meanwhile (the outbox's
+ * among them, which retention's partition drop waits for), so the wait is
+ * short: about a streaming standby's flush lag.  If they did
  * not, *lsn says up to where they must flush (eo_relay_wait waits for it,
  * holding no lock), and a NOTICE names the slot that held the fetch back.
  */
@@ -195,7 +238,7 @@ eo_standbys_have_snapshot(ArrayType *slots, const char *grp, XLogRecPtr *lsn)
 	StandbyState st;
 
 	*lsn = wal_flushed_to_now();
-	behind = wait_for_standbys(names, n, *lsn, EO_STANDBY_WAIT_MS);
+	behind = wait_for_standbys(names, n, *lsn, fetch_wait_ms(names, n));
 	if (behind == NULL)
 		return true;
 	st = standby_state(behind);
@@ -337,6 +380,44 @@ put_standby_row(ReturnSetInfo *rsinfo, const char *outbox, const char *grp, Datu
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
+/* eo_metrics.relay_standbys: the rows of every group that waits, as the owner. */
+static void
+put_every_group(ReturnSetInfo *rsinfo, XLogRecPtr now)
+{
+	EoIdentity	saved;
+	MemoryContext per_group;
+	Datum	   *names;
+	int			n;
+
+	(void) eo_catalog();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "eo: SPI_connect failed");
+	eo_become_owner(&saved);
+	if (SPI_execute("SELECT outbox, name, standby_slots FROM eo_internal.eo_outbox_groups"
+					" WHERE standby_slots IS NOT NULL ORDER BY outbox, name", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "eo: reading the groups' standby slots failed");
+	/* thousands of groups of 64 slots each: each group's memory freed after it */
+	per_group = AllocSetContextCreate(CurrentMemoryContext, "eo standby rows", ALLOCSET_SMALL_SIZES);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	row = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(per_group);
+		ArrayType  *slots = DatumGetArrayTypeP(SPI_getbinval(row, desc, 3, &isnull));
+		char	   *outbox = SPI_getvalue(row, desc, 1);
+		char	   *grp = SPI_getvalue(row, desc, 2);
+
+		n = slot_names(slots, &names);
+		for (int i = 0; i < n; i++)
+			put_standby_row(rsinfo, outbox, grp, names[i], now, true);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(per_group);
+	}
+	eo_restore_identity(&saved);
+	SPI_finish();
+}
+
 /*
  * eo_relay_standbys(outbox, consumer_group): the standby slots the group
  * waits for, each with whether it exists, is streamed from, what its
@@ -365,30 +446,6 @@ eo_relay_standbys(PG_FUNCTION_ARGS)
 		eo_relay_end(&call);
 	}
 	else
-	{
-		EoIdentity	saved;
-
-		(void) eo_catalog();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "eo: SPI_connect failed");
-		eo_become_owner(&saved);
-		if (SPI_execute("SELECT outbox, name, standby_slots FROM eo_internal.eo_outbox_groups"
-						" WHERE standby_slots IS NOT NULL ORDER BY outbox, name", true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "eo: reading the groups' standby slots failed");
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	row = SPI_tuptable->vals[r];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			ArrayType  *slots = DatumGetArrayTypeP(SPI_getbinval(row, desc, 3, &isnull));
-
-			n = slot_names(slots, &names);
-			for (int i = 0; i < n; i++)
-				put_standby_row(rsinfo, SPI_getvalue(row, desc, 1), SPI_getvalue(row, desc, 2),
-								names[i], now, true);
-		}
-		eo_restore_identity(&saved);
-		SPI_finish();
-	}
+		put_every_group(rsinfo, now);
 	return (Datum) 0;
 }

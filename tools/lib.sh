@@ -19,10 +19,12 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # The Debian packages that provide all of it.
 # libnats-dev (the NATS C client) builds eo_nats, nats-server runs its test;
-# python3-psycopg (psycopg 3) runs the Python examples of docs/ (test/python);
+# python3-psycopg (psycopg 3) runs the Python examples of docs/ (test/python),
+# python3-psycopg2 a far standby (test/tools/far_standby.py, replication
+# protocol, which psycopg 3 lacks);
 # pg_auto_failover (pg_autoctl, and the monitor's extension for this major)
 # runs the HA test (test/t/130_ha_auto_failover.pl).
-PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc pkg-config libnats-dev nats-server python3 python3-psycopg postgresql-$EO_PG_MAJOR-auto-failover pg-auto-failover-cli"
+PACKAGES="postgresql-$EO_PG_MAJOR postgresql-server-dev-$EO_PG_MAJOR libipc-run-perl make gcc pkg-config libnats-dev nats-server python3 python3-psycopg python3-psycopg2 postgresql-$EO_PG_MAJOR-auto-failover pg-auto-failover-cli"
 
 # Everything a fresh Debian 12 machine lacks to build and test the extension.
 missing_tools() {
@@ -36,6 +38,7 @@ missing_tools() {
     command -v nats-server >/dev/null || echo nats-server
     # the system's python3 (test/t/041 runs it), not one of pyenv's first on PATH
     "${EO_PYTHON:-/usr/bin/python3}" -c 'import psycopg' 2>/dev/null || echo python3-psycopg
+    "${EO_PYTHON:-/usr/bin/python3}" -c 'import psycopg2.extras' 2>/dev/null || echo python3-psycopg2
     command -v pg_autoctl >/dev/null || echo pg_autoctl
     [ -x "$PG_CONFIG" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/pgautofailover.control" ] ||
         echo pgautofailover

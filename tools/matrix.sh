@@ -192,7 +192,7 @@ make_chroot() {
         "$new/etc/postgresql-common/createcluster.conf" || die "createcluster.conf not found"
     in_chroot "$new" apt-get -q install -y --no-install-recommends \
         "postgresql-$major" "postgresql-server-dev-$major" make gcc libc6-dev \
-        libipc-run-perl perl pkg-config libnats-dev nats-server python3 python3-psycopg \
+        libipc-run-perl perl pkg-config libnats-dev nats-server python3 python3-psycopg python3-psycopg2 \
         "postgresql-$major-auto-failover" pg-auto-failover-cli ||
         die "installing PostgreSQL $major in the $suite chroot failed"
     in_chroot "$new" apt-get -q clean
