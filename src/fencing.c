@@ -43,11 +43,11 @@
 #include "access/table.h"
 #include "access/xlog.h"
 #include "catalog/pg_sequence.h"
+#include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "storage/lmgr.h"
-#include "catalog/pg_type.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -66,7 +66,6 @@ typedef struct EpochCache
 
 static EpochCache cache[2];
 
-/* eo_internal.eo_token_epochs' base for `seq` (0 if it has no row). */
 /*
  * eo_internal.eo_token_epochs, or InvalidOid while the SQL objects are
  * 0.2.0's (the library serves them until ALTER EXTENSION eo UPDATE; every
@@ -80,7 +79,8 @@ epochs_table(void)
 	return eo_own_relation("eo_token_epochs", RELKIND_RELATION);
 }
 
-static int32
+/* eo_internal.eo_token_epochs' base for `seq` (0 if it has no row). */
+static int64
 read_base(Oid seq)
 {
 	Oid			relid = epochs_table();
@@ -96,9 +96,9 @@ read_base(Oid seq)
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		bool		isnull;
-		Datum		relid = heap_getattr(tup, 1, RelationGetDescr(rel), &isnull);
+		Datum		sequence = heap_getattr(tup, 1, RelationGetDescr(rel), &isnull);
 
-		if (!isnull && DatumGetObjectId(relid) == seq)
+		if (!isnull && DatumGetObjectId(sequence) == seq)
 		{
 			Datum		b = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull);
 
