@@ -573,21 +573,30 @@ refuse_stale(const EoKey *row, int64 token, const char *detail)
 }
 
 /*
+ * A token newer than any this server has for the key, from an earlier
+ * timeline: issued by a primary whose claim this server lacks (lost in an
+ * asynchronous failover, or before a restore).
+ */
+static void
+refuse_if_from_lost_timeline(const EoKey *row, int64 token)
+{
+	if (eo_ks_token_from_earlier_timeline(token))
+		refuse_stale(row, token, "It was issued before a failover or restore that lost its claim.");
+}
+
+/*
  * The caller's token must be the key's current one, under a lease.  The row
  * keeps the newest token ever issued for the key, which tells a stale
  * holder (older token, or its own token after the key moved on) from a
- * token that was never issued for this key.  A token newer than the row's
- * from an earlier timeline was issued by a primary whose claim this
- * server lacks (lost in an asynchronous failover): stale too.
+ * token that was never issued for this key; one newer than the row's is
+ * stale too if it comes from an earlier timeline.
  */
 static void
 check_token(const EoKey *row, int64 token)
 {
 	if (!row->has_token || token > row->lease_token)
 	{
-		if (eo_ks_token_from_earlier_timeline(token))
-			refuse_stale(row, token,
-						 "It was issued before a failover or restore that lost its claim.");
+		refuse_if_from_lost_timeline(row, token);
 		ereport(ERROR,
 				(errcode(EO_ERRCODE_NOT_HELD),
 				 errmsg("lease token " INT64_FORMAT " does not hold idempotency key \"%s\"",
@@ -623,9 +632,8 @@ static void
 refuse_unknown(text *key, const int64 *token, EoKey *row)
 {
 	row->key = key;
-	if (token != NULL && eo_ks_token_from_earlier_timeline(*token))
-		refuse_stale(row, *token,
-					 "It was issued before a failover or restore that lost its claim.");
+	if (token != NULL)
+		refuse_if_from_lost_timeline(row, *token);
 	refuse_not_claimed(row);
 }
 
