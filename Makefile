@@ -109,3 +109,32 @@ install-eo_nats: eo_nats
 	$(INSTALL_PROGRAM) eo_nats '$(DESTDIR)$(bindir)/eo_nats'
 
 .PHONY: install-eo_nats
+
+# make dist: eo-VERSION.zip in this directory, the distribution PGXN takes
+# (issue 37): one top directory eo-VERSION/ holding the tree, its META.json
+# at the top, tests included (`make installcheck` runs from it).  In a git
+# checkout it is HEAD as committed (git archive); a tree without .git, such
+# as the copies tools/matrix.sh tests, is zipped as it stands, less its
+# build products.  Either way .gitattributes' export-ignore entries stay
+# out.  tools/pgxn-check.sh checks the zip and installs it with pgxnclient.
+DIST = eo-$(EO_VERSION)
+DIST_BUILT = '*.o' '*.so' '*.bc' ./eo_nats ./results ./tmp_check ./output_iso ./log \
+	./.released ./regression.diffs ./regression.out ./bench/results './eo-*.zip'
+
+dist:
+	rm -f $(DIST).zip
+	@if [ -e .git ]; then \
+		git status --porcelain --untracked-files=no | grep -q . && \
+			echo "note: $(DIST).zip holds HEAD; uncommitted changes are not in it"; \
+		git archive --format=zip --prefix=$(DIST)/ -o $(DIST).zip HEAD; \
+	else \
+		command -v zip >/dev/null || { echo "make dist: outside git it needs zip (apt-get install zip)" >&2; exit 1; }; \
+		tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && mkdir "$$tmp/$(DIST)" && \
+		tar -cf - $(addprefix --exclude=,$(DIST_BUILT)) \
+			$$(sed -n 's/^\([^#[:space:]][^[:space:]]*\)[[:space:]].*export-ignore.*/--exclude=\1/p' .gitattributes) . | \
+			tar -C "$$tmp/$(DIST)" -xf - && \
+		(cd "$$tmp" && zip -qrX - $(DIST)) > $(DIST).zip; \
+	fi
+	@echo "made $(DIST).zip"
+
+.PHONY: dist
