@@ -381,7 +381,11 @@ write_config() {
 	chown root:eo-nats "$conf"
 	chmod 0640 "$conf"
 	install -m 0600 -o eo-nats -g eo-nats /dev/null "$pgpass"
-	echo "$PGHOST:$PGPORT:$3:$4:$5" >"$pgpass"
+	# libpq looks up "localhost" for its default socket directory (as
+	# README.Debian says), the path for any other
+	local host=$PGHOST
+	[ "$host" != /var/run/postgresql ] || host=localhost
+	echo "$host:$PGPORT:$3:$4:$5" >"$pgpass"
 }
 write_config "$INSTANCE" "${NATS_ARGS[*]} --outbox billing_outbox --group nats --stream EOSVC" \
 	eo_svc_shop eo_svc_relay "$RELAY_PW"
