@@ -1,7 +1,8 @@
 # Copyright: eo authors.  See README.
 #
 # The package's metadata agree: META.json's version is eo.control's
-# default_version, META.json provides the script that installs it, the
+# default_version and so is debian/changelog's (less its Debian
+# revision), META.json provides the script that installs it, the
 # install and update scripts form a chain from eo--0.1.0.sql to it, every
 # one of them is in the Makefile's DATA, CHANGELOG.md has a section for
 # it, and LICENSE is there (META.json says "postgresql").  Released
@@ -46,6 +47,17 @@ while ($at ne $default && $steps++ < 20)
 }
 is($at, $default, "the update scripts in DATA lead from 0.1.0 to $default");
 like(slurp_file('CHANGELOG.md'), qr/^## \Q$default\E\b/m, "CHANGELOG.md has a section for $default");
+
+# The Debian packages carry the same version: debian/changelog's newest
+# entry is <default_version>-<revision>, and control.in names the
+# per-version package pg_buildext expands.
+my ($debian) = slurp_file('debian/changelog') =~ /\Aeo \(([^)]+)\)/;
+ok(defined $debian, "debian/changelog's first line names a version of eo");
+like($debian // '', qr/^\Q$default\E-\d+$/, "... $default with a Debian revision ("
+	  . ($debian // 'none') . ')');
+like(slurp_file('debian/control.in'), qr/^Package: postgresql-PGVERSION-eo$/m,
+	'debian/control.in names postgresql-PGVERSION-eo');
+
 
 # Released scripts are never edited.
 my @released = map { /^(\d+\.\d+\.\d+)\s+[0-9a-f]+/ ? $1 : () } split /\n/, slurp_file('tools/releases');
