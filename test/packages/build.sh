@@ -13,7 +13,9 @@ export DEBIAN_FRONTEND=noninteractive
 
 echo "== build dependencies"
 apt-get -q update >/dev/null
-apt-get -q install -y --no-install-recommends dpkg-dev lintian >/dev/null
+# postgresql-server-dev-all brings pg_buildext (in postgresql-common-dev
+# since trixie) and the debhelper sequence: debian/control is written by it
+apt-get -q install -y --no-install-recommends dpkg-dev lintian postgresql-server-dev-all >/dev/null
 pg_buildext updatecontrol
 apt-get -q build-dep -y --no-install-recommends . >/dev/null
 
