@@ -10,9 +10,10 @@
 # - verifies both units instantiated (systemd-analyze verify
 #   eo-nats-forward@test.service), and that verify does find a broken copy;
 # - sets up an instance "test" of each as README.Debian says: roles with
-#   only the grants of docs/nats.md, /etc/eo-nats/test.conf (root:eo-nats
-#   0640) and a pgpass file (eo-nats, 0600) with the roles' passwords, which
-#   the server asks for when pg_hba.conf can be edited (else it trusts);
+#   only the grants of docs/nats.md, /etc/eo-nats/test.conf (root, 0600:
+#   systemd reads it as root; eo-nats may not) and a pgpass file (eo-nats,
+#   0600) with the roles' passwords, which the server asks for when
+#   pg_hba.conf can be edited (else it trusts);
 # - starts nats-server (JetStream, a scratch store, a free port, as nobody)
 #   and makes the stream with eo_nats stream-add;
 # - runs each unit's ExecStart the way systemd does: ExecStart, User, Group,
@@ -378,8 +379,8 @@ write_config() {
 		echo "PGPASSFILE=$pgpass"
 		echo "NATS_PASSWORD='$NATS_PW'"
 	} >"$conf"
-	chown root:eo-nats "$conf"
-	chmod 0640 "$conf"
+	chown root:root "$conf"
+	chmod 0600 "$conf"
 	install -m 0600 -o eo-nats -g eo-nats /dev/null "$pgpass"
 	# libpq looks up "localhost" for its default socket directory (as
 	# README.Debian says), the path for any other
@@ -441,6 +442,17 @@ check "each event applied once, with its subject and payload (rows, ids, well-fo
 sql -d eo_svc_shop -c 'SELECT id FROM eo.billing_outbox ORDER BY 1' >"$TMP/ids.shop"
 sql -d eo_svc_ledger -c 'SELECT event_id FROM ledger.applied ORDER BY 1' >"$TMP/ids.ledger"
 check "the ids applied are the outbox's" cmp -s "$TMP/ids.shop" "$TMP/ids.ledger"
+
+# ---- the settings are root's ------------------------------------------------
+
+# systemd reads NAME.conf as root (README.Debian: mode 0600, owner root);
+# the instances, all of them eo-nats, ran without reading it.
+check "eo-nats cannot read /etc/eo-nats/$INSTANCE.conf nor $APPLY_INSTANCE.conf (root's, 0600)" \
+	bash -c "! runuser -u eo-nats -- cat /etc/eo-nats/$INSTANCE.conf /etc/eo-nats/$APPLY_INSTANCE.conf >/dev/null 2>&1 &&
+		[ \"\$(stat -c %U:%a /etc/eo-nats/$INSTANCE.conf)\" = root:600 ]"
+check "nor can another local user read /etc/eo-nats or the environment of the instances" \
+	bash -c "! runuser -u nobody -- ls /etc/eo-nats >/dev/null 2>&1 &&
+		! runuser -u nobody -- cat /proc/$FWD/environ /proc/$APPLY/environ >/dev/null 2>&1"
 
 # ---- no password on a command line -----------------------------------------
 
