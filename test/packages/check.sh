@@ -51,8 +51,15 @@ ok "eo-nats $version is installed" installed_at eo-nats "$version"
 export PGPORT=5432 PGHOST=/var/run/postgresql
 # Local connections are trusted (root runs service.sh's psql as postgres);
 # service.sh asks its own roles for passwords in pg_hba.conf.
-pg_createcluster "$major" main -p "$PGPORT" -o listen_addresses= -o "shared_preload_libraries=eo" \
-    -o eo.naptime=1 -- --auth-local=trust >/dev/null
+# No TCP: the chroot shares the host's network, where another server may
+# listen on the port (written to conf.d: sid's pg_createcluster dropped an
+# empty -o listen_addresses=).
+pg_createcluster "$major" main -p "$PGPORT" -- --auth-local=trust >/dev/null
+cat >"/etc/postgresql/$major/main/conf.d/eo-test.conf" <<'CONF'
+listen_addresses = ''
+shared_preload_libraries = 'eo'
+eo.naptime = 1
+CONF
 ok "the cluster starts with shared_preload_libraries = 'eo'" pg_ctlcluster "$major" main start
 
 upstream=${version%-*}
