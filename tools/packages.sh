@@ -10,7 +10,7 @@
 #   bash tools/packages.sh 17       # one version (or several)
 #
 # As root.  The packages are left in $EO_PACKAGES_OUT (default
-# /tmp/eo-packages)/<suite>/; the logs in $EO_PACKAGES_LOGS (default a new
+# /var/cache/eo-packages)/<suite>/; the logs in $EO_PACKAGES_LOGS (default a new
 # /tmp/eo-packages-logs.XXXXXX).  Ends with one line per version and exits
 # non-zero if any failed.  Environment: EO_CHROOT_DIR, EO_MIRROR and
 # EO_MATRIX_CHROOT as for tools/matrix.sh.
@@ -18,7 +18,8 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHROOT_DIR=${EO_CHROOT_DIR:-/var/cache/eo-chroots}
-OUT=${EO_PACKAGES_OUT:-/tmp/eo-packages}
+# root's alone: the packages left here are installed as root
+OUT=${EO_PACKAGES_OUT:-/var/cache/eo-packages}
 DEFAULT_VERSIONS="15 17 18"
 EO_TOOL=packages
 # shellcheck source=tools/chroot.sh
@@ -35,14 +36,18 @@ on_host() {   # on_host <suite>: the host's own suite builds there
 }
 
 # Build the packages of <major> in <root> (/ for the host), from a copy of
-# the tree under <root>/tmp, and put the .deb files in $OUT/<suite>.
+# the tree in a new directory of <root>'s /tmp, and put the .deb files in
+# $OUT/<suite>.  Every directory root builds in or installs from is made by
+# root under a name nobody can know beforehand (mktemp): a local user who
+# made it first could swap the tree or the packages root then uses.
 build_in() {
-    local major=$1 suite=$2 root=$3 src
-    src=/tmp/eo-package-build/eo-$(upstream_version)
-    rm -rf --one-file-system "$root/tmp/eo-package-build"
-    copy_source "$root$src" || return 1
-    chmod -R a+rX "$root/tmp/eo-package-build"   # the test cluster runs as postgres
+    local major=$1 suite=$2 root=$3 build src
     # (called where set -e does not hold: every failure returns by hand)
+    build=$(mktemp -d "${root%/}/tmp/eo-package-build.XXXXXX") || return 1
+    chmod 755 "$build"   # the build's test cluster runs as postgres
+    src=${build#"${root%/}"}/eo-$(upstream_version)
+    copy_source "$build/eo-$(upstream_version)" || return 1
+    chmod -R a+rX "$build"
     if [ "$root" = / ]; then
         bash "$src/test/packages/build.sh" "$src" || return 1
     else
@@ -50,8 +55,8 @@ build_in() {
     fi
     rm -rf --one-file-system "${OUT:?}/$suite"
     mkdir -p "$OUT/$suite"
-    cp "$root/tmp/eo-package-build/"*.deb "$OUT/$suite/" || return 1
-    rm -rf --one-file-system "$root/tmp/eo-package-build"
+    cp "$build/"*.deb "$OUT/$suite/" || return 1
+    rm -rf --one-file-system "$build"
 }
 
 build_version() {
@@ -86,15 +91,16 @@ test_version() {
         in_chroot "$dir" apt-get -q install -y --no-install-recommends \
             "postgresql-$major" systemd man-db nats-server >/dev/null ||
             die "installing PostgreSQL $major in the clean $suite chroot failed"
-        mkdir -p "$dir/tmp/eo-debs" "$dir/tmp/eo-package-test"
-        find "$OUT/$suite" -name '*.deb' ! -name '*-dbgsym_*' -exec cp {} "$dir/tmp/eo-debs/" \;
-        echo "installing: $(cd "$dir/tmp/eo-debs" && echo *.deb)"
+        # under the chroot's /root (0700), where no other user reaches
+        mkdir -p "$dir/root/eo-debs" "$dir/root/eo-package-test"
+        find "$OUT/$suite" -name '*.deb' ! -name '*-dbgsym_*' -exec cp {} "$dir/root/eo-debs/" \;
+        echo "installing: $(cd "$dir/root/eo-debs" && echo *.deb)"
         # shellcheck disable=SC2016  # expanded in the chroot
-        in_chroot "$dir" sh -c 'apt-get -q install -y /tmp/eo-debs/*.deb' ||
+        in_chroot "$dir" sh -c 'apt-get -q install -y /root/eo-debs/*.deb' ||
             die "apt install of the packages failed"
         cp "$REPO_ROOT"/test/packages/check.sh "$REPO_ROOT"/test/packages/service.sh \
-            "$dir/tmp/eo-package-test/" 2>/dev/null || true
-        in_chroot "$dir" bash /tmp/eo-package-test/check.sh "$major" "$(debian_version)"
+            "$dir/root/eo-package-test/"
+        in_chroot "$dir" bash /root/eo-package-test/check.sh "$major" "$(debian_version)"
     ) || rc=$?
     remove_tree "$dir"
     unlock_chroot
@@ -129,6 +135,10 @@ main() {
     versions=$(start_run "$@")
     trap umount_all EXIT
     trap 'exit 130' INT TERM
+    mkdir -p "$OUT"
+    if [ "$(stat -c %u "$OUT")" != 0 ] || [ -n "$(find "$OUT" -maxdepth 0 -perm /022)" ]; then
+        die "$OUT is not root's alone (another user could swap the packages root installs)"
+    fi
     LOGS=${EO_PACKAGES_LOGS:-$(mktemp -d /tmp/eo-packages-logs.XXXXXX)}
     mkdir -p "$LOGS"
     for v in $versions; do run_version "$v"; done
