@@ -1,0 +1,209 @@
+"""The statements the client sends, and how it sends them.
+
+The database's owner is not trusted (docs/security.md): she can set the
+session's search_path and put functions and operators that look like eo's
+or the catalog's in a schema of hers.  So every statement here names eo's
+functions with eo's schema, found in pg_catalog.pg_extension, compares with
+OPERATOR(pg_catalog.=), casts to pg_catalog's types, and passes every
+argument of eo's functions positionally with its exact type, so that no
+look-alike overload can be chosen instead (one that makes a call ambiguous
+can only make it fail).  Before the first call on a connection the client
+also refuses a schema where a function named like one of eo's is not eo's.
+The caller's search_path is left alone: it is for the caller's own SQL.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import weakref
+from decimal import Decimal
+from typing import Any, Optional, Sequence, Tuple, Union
+
+from .errors import BadKey, NotInstalled, UnsafeSchema, translate
+
+Interval = Union[int, float, _dt.timedelta, str]
+
+EO_FUNCTIONS = ("eo_claim", "eo_complete", "eo_fail", "eo_extend", "eo_status", "eo_recovery_point")
+
+FIND_EO = (
+    "SELECT pg_catalog.quote_ident(n.nspname), e.extversion,"
+    " (SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text FROM pg_catalog.pg_proc p"
+    "   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid"
+    "   AND p.proname OPERATOR(pg_catalog.=) ANY ('{" + ",".join(EO_FUNCTIONS) + "}'::pg_catalog.name[])"
+    "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d"
+    "     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+    "     AND d.objid OPERATOR(pg_catalog.=) p.oid"
+    "     AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+    "     AND d.refobjid OPERATOR(pg_catalog.=) e.oid AND d.deptype OPERATOR(pg_catalog.=) 'e')"
+    "   LIMIT 1)"
+    " FROM pg_catalog.pg_extension e"
+    " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+    " WHERE e.extname OPERATOR(pg_catalog.=) 'eo'"
+)
+
+_EPOCH = "pg_catalog.date_part('epoch', {})::pg_catalog.numeric(20,6)"
+
+
+class Statements:
+    """eo's calls, with eo's schema in them."""
+
+    def __init__(self, schema: str, version: str) -> None:
+        s = schema
+        self.schema = schema
+        self.version = version
+        recovery = version not in ("0.2.0",)
+        self.claim = (
+            "SELECT c.status, c.result::pg_catalog.text, c.attempts, c.lease_token, "
+            + _EPOCH.format("c.lease_expires_at") + ", "
+            + _EPOCH.format("pg_catalog.clock_timestamp()") + ", c.result_expired, "
+            + ("c.recovery_point, c.recovery_state::pg_catalog.text" if recovery
+               else "NULL::pg_catalog.text, NULL::pg_catalog.text")
+            + f" FROM {s}.eo_claim(%s::pg_catalog.text, %s::pg_catalog.text,"
+            " %s::pg_catalog.interval, %s::pg_catalog.text) c")
+        self.complete = (f"SELECT {s}.eo_complete(%s::pg_catalog.text, %s::pg_catalog.jsonb,"
+                         " %s::pg_catalog.int8, %s::pg_catalog.text)")
+        self.fail = (f"SELECT {s}.eo_fail(%s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.int8,"
+                     " %s::pg_catalog.interval, %s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.bool)")
+        self.extend = ("SELECT " + _EPOCH.format(
+            f"{s}.eo_extend(%s::pg_catalog.text, %s::pg_catalog.int8, %s::pg_catalog.interval, %s::pg_catalog.text)"))
+        self.recovery_point = (f"SELECT {s}.eo_recovery_point(%s::pg_catalog.text, %s::pg_catalog.int8,"
+                               " %s::pg_catalog.text, %s::pg_catalog.jsonb, %s::pg_catalog.text)")
+        self.status = (
+            "SELECT st.state, st.result::pg_catalog.text, st.attempts, st.lease_token, "
+            + _EPOCH.format("st.lease_expires_at") + ", st.last_error"
+            + f" FROM {s}.eo_status(%s::pg_catalog.text, %s::pg_catalog.text) st")
+
+
+# --- reaching the DB-API connection under what the caller gives ------------
+
+def dbapi_of(conn: Any) -> Any:
+    """The DB-API connection under psycopg 3, psycopg2, SQLAlchemy or Django."""
+    # SQLAlchemy Session: its connection (in its transaction)
+    if hasattr(conn, "get_bind") and hasattr(conn, "connection") and callable(conn.connection):
+        conn = conn.connection()
+    # SQLAlchemy Connection: the pooled DB-API connection
+    if hasattr(conn, "exec_driver_sql"):
+        fairy = conn.connection
+        return getattr(fairy, "dbapi_connection", None) or fairy.connection
+    # Django's connection wrapper: ensure_connection, then its DB-API connection
+    if hasattr(conn, "ensure_connection") and hasattr(conn, "vendor"):
+        conn.ensure_connection()
+        return conn.connection
+    return conn
+
+
+_cache: "weakref.WeakKeyDictionary[Any, Statements]" = weakref.WeakKeyDictionary()
+
+
+def _statements_from_row(row: Optional[Sequence[Any]]) -> Statements:
+    if row is None:
+        raise NotInstalled("eo is not installed in this database: CREATE EXTENSION eo (as a superuser)")
+    schema, version, stranger = row[0], row[1], row[2]
+    if stranger is not None:
+        raise UnsafeSchema(
+            f"function {stranger} in eo's schema {schema} is not eo's (not a member of the extension):"
+            " a role that can create in that schema put it beside eo's; drop it, or create eo in a"
+            " schema of its own (docs/security.md)")
+    if version in ("0.1.0",):
+        raise NotInstalled(f"eo {version} is too old for this client (0.2.0 or later): ALTER EXTENSION eo UPDATE")
+    return Statements(schema, version)
+
+
+def forget(conn: Any) -> None:
+    """Forget what was learnt of eo's schema on this connection."""
+    _cache.pop(dbapi_of(conn), None)
+
+
+def statements(raw: Any) -> Statements:
+    st = _cache.get(raw)
+    if st is None:
+        st = _statements_from_row(_run(raw, FIND_EO, ()))
+        _cache[raw] = st
+    return st
+
+
+def _reraise(e: Exception, claim: bool) -> None:
+    """Raise eo's exception for a driver's error (or the error itself)."""
+    t = translate(e, claim=claim)
+    if t is None:
+        raise e
+    raise t from e
+
+
+def _run(raw: Any, sql: str, params: Sequence[Any], *, claim: bool = False) -> Optional[Tuple[Any, ...]]:
+    cur = raw.cursor()
+    try:
+        cur.execute(sql, tuple(params))
+        return cur.fetchone()
+    except Exception as e:
+        _reraise(e, claim)
+        raise
+    finally:
+        cur.close()
+
+
+def run(conn: Any, name: str, params: Sequence[Any]) -> Optional[Tuple[Any, ...]]:
+    raw = dbapi_of(conn)
+    return _run(raw, getattr(statements(raw), name), params, claim=(name == "claim"))
+
+
+async def arun(conn: Any, name: str, params: Sequence[Any]) -> Optional[Tuple[Any, ...]]:
+    """The same with psycopg 3's AsyncConnection."""
+    st = _cache.get(conn)
+    if st is None:
+        st = _statements_from_row(await _arun(conn, FIND_EO, ()))
+        _cache[conn] = st
+    return await _arun(conn, getattr(st, name), params, claim=(name == "claim"))
+
+
+async def _arun(conn: Any, sql: str, params: Sequence[Any], *, claim: bool = False) -> Optional[Tuple[Any, ...]]:
+    cur = conn.cursor()
+    try:
+        await cur.execute(sql, tuple(params))
+        return await cur.fetchone()
+    except Exception as e:
+        _reraise(e, claim)
+        raise
+    finally:
+        await cur.close()
+
+
+# --- values ----------------------------------------------------------------
+
+def interval(v: Optional[Interval]) -> Optional[str]:
+    """An interval as text PostgreSQL reads the same under every IntervalStyle."""
+    if v is None:
+        return None
+    if isinstance(v, _dt.timedelta):
+        v = v.total_seconds()
+    if isinstance(v, (int, float)):
+        return f"{float(v):.6f} seconds"
+    return str(v)
+
+
+def to_json(v: Any) -> Optional[str]:
+    return None if v is None else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def from_json(v: Any) -> Any:
+    return None if v is None else json.loads(v)
+
+
+def from_epoch(v: Any) -> Optional[_dt.datetime]:
+    if v is None:
+        return None
+    return _dt.datetime.fromtimestamp(float(Decimal(v)), _dt.timezone.utc)
+
+
+def check_key(key: Any) -> str:
+    if key is None:
+        raise BadKey("the key is missing (NULL)", "22004")
+    if not isinstance(key, str):
+        raise BadKey("the key must be text", "22023")
+    if key == "":
+        raise BadKey("the key is empty", "22023")
+    if len(key.encode("utf-8")) > 512:
+        raise BadKey("the key is over 512 bytes (hash it)", "54000")
+    if "\x00" in key:
+        raise BadKey("the key holds a NUL character", "22021")
+    return key
