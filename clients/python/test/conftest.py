@@ -79,6 +79,9 @@ def admin(admin_dsn):
 
 @pytest.fixture(autouse=True)
 def _clean(request, admin_dsn):
+    import uuid
+    import scenarios
+    scenarios.RUN[0] = uuid.uuid4().hex[:8]
     yield
     with psycopg.connect(admin_dsn, autocommit=True) as c:
         c.execute("TRUNCATE orders, payments RESTART IDENTITY")
