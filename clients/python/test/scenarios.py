@@ -118,7 +118,7 @@ def callers_apart(post, admin):
 def hostile_input(post, admin):
     assert post(body(), h("x" * 256))[0] == 400                       # over 255 characters
     assert post(body(), h("x" * 255))[0] == 201                       # hashed: eo's 512 bytes never reached
-    assert post(body(), h("\u00e9t\u00e9"))[0] in (400,)               # not printable ASCII
+    assert post(body(), h("k\x7f"))[0] == 400                          # not printable ASCII
     assert post(body(), h("   "))[0] == 400
     big = json.dumps({"item": "x" * (1 << 20), "qty": 1}).encode()
     assert post(big, h("k-big"))[0] == 413

@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
 
+from starlette.requests import Request
+
 from . import http
 from .claims import aclaim
 from .errors import EoError
@@ -47,7 +49,7 @@ def connect_each_request(conninfo: str) -> Callable[[], Any]:
     return connection
 
 
-def eo_connection(request: Any) -> Any:
+def eo_connection(request: Request) -> Any:
     """FastAPI dependency: the request's connection, in the claim's transaction."""
     return request.state.eo_conn
 

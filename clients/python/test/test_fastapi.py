@@ -1,0 +1,90 @@
+import asyncio
+import json
+import threading
+import time
+
+import psycopg
+import pytest
+import uvicorn
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.testclient import TestClient
+
+import scenarios
+from apps import order
+from eo_client import astatus
+from eo_client.starlette import IdempotencyKeyMiddleware, connect_each_request, eo_connection
+
+
+def make_app(dsn):
+    app = FastAPI()
+    app.add_middleware(IdempotencyKeyMiddleware, connection=connect_each_request(dsn),
+                       caller=lambda scope: dict(scope["headers"]).get(b"x-caller", b"").decode() or None, wait=0.5)
+
+    @app.post("/orders")
+    async def create(request: Request, conn=Depends(eo_connection)):
+        data = json.loads(await request.body())
+        rows = []
+
+        async def run(sql, params):
+            cur = await conn.execute(sql, params)
+            return await cur.fetchone()
+        oid = await run("INSERT INTO orders (item, qty) VALUES (%s, %s) RETURNING id", (data["item"], data["qty"]))
+        rows.append(oid[0])
+        if data.get("sleep"):
+            await asyncio.sleep(data["sleep"])
+        # the rest is apps.order's logic, without its insert
+        status, out, headers = order(lambda sql, params: (rows[0],), {**data, "sleep": 0},
+                                     request.headers.get("X-Echo"))
+        return JSONResponse(out, status_code=status, headers=headers)
+    return app
+
+
+def poster(app):
+    client = TestClient(app, raise_server_exceptions=False)
+
+    def post(body, headers):
+        r = client.post("/orders", content=body, headers=headers)
+        return r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content
+    return post
+
+
+@pytest.mark.parametrize("scenario", scenarios.ALL, ids=lambda s: s.__name__)
+def test_fastapi(dsn, admin, scenario):
+    scenario(poster(make_app(dsn)), admin)
+
+
+@pytest.fixture
+def server(dsn):
+    config = uvicorn.Config(make_app(dsn), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    srv = uvicorn.Server(config)
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    while not srv.started:
+        time.sleep(0.05)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    yield port
+    srv.should_exit = True
+    t.join(5)
+
+
+def test_fastapi_client_gone_mid_handler(server, admin):
+    scenarios.client_gone_mid_handler(server, admin)
+
+
+def test_fastapi_client_gone_mid_body(server, admin):
+    scenarios.client_gone_mid_body(server, admin)
+
+
+def test_fastapi_async_connection_is_the_claims(dsn, admin):
+    """The handler's connection is in the claim's transaction: eo_status from inside sees it processing."""
+    app = make_app(dsn)
+
+    @app.post("/peek")
+    async def peek(request: Request, conn=Depends(eo_connection)):
+        c = request.state.eo_claim
+        st = await astatus(conn, c.key)
+        return {"status": c.status, "in_tx": conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS,
+                "seen": st.state}
+    r = TestClient(app).post("/peek", content=b"{}", headers=scenarios.h("k-peek"))
+    assert r.status_code == 200 and r.json() == {"status": "claimed", "in_tx": True, "seen": "processing"}
