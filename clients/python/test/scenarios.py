@@ -166,3 +166,13 @@ def client_gone_mid_handler(port, admin, path="/orders"):
 
 ALL = [retry_replays, changed_body_422, missing_key_400, handler_raises, concurrent, callers_apart,
        hostile_input]
+
+
+def serve_wsgi(server):
+    """Serve a WSGI server (wsgiref's or werkzeug's) in a thread: yields its port."""
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()

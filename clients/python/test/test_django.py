@@ -1,6 +1,5 @@
 import json
 import os
-import threading
 import wsgiref.simple_server
 
 import django
@@ -75,11 +74,8 @@ class _Quiet(wsgiref.simple_server.WSGIRequestHandler):
 
 @pytest.fixture
 def server(django_app):
-    srv = wsgiref.simple_server.make_server("127.0.0.1", 0, django_app, handler_class=_Quiet)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv.server_port
-    srv.shutdown()
+    yield from scenarios.serve_wsgi(wsgiref.simple_server.make_server("127.0.0.1", 0, django_app,
+                                                                      handler_class=_Quiet))
 
 
 def test_django_client_gone_mid_body(server, admin):

@@ -1,4 +1,3 @@
-import threading
 
 import psycopg
 import psycopg2
@@ -56,11 +55,8 @@ def test_flask(app, admin, scenario):
 
 @pytest.fixture
 def server(dsn):
-    srv = make_server("127.0.0.1", 0, make_app(lambda: psycopg.connect(dsn)), threaded=True)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv.server_port
-    srv.shutdown()
+    yield from scenarios.serve_wsgi(make_server("127.0.0.1", 0, make_app(lambda: psycopg.connect(dsn)),
+                                                threaded=True))
 
 
 def test_flask_client_gone_mid_body(server, admin):
