@@ -11,4 +11,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${PGUSER:?PGUSER must name a superuser}"
 export PGHOST PGPORT PGUSER
 cd "$here"
-exec "${EO_PYTHON:-/usr/bin/python3}" -m pytest -q -p no:cacheprovider "$@" .
+[ $# -gt 0 ] || set -- .
+exec "${EO_PYTHON:-/usr/bin/python3}" -m pytest -q -p no:cacheprovider "$@"
