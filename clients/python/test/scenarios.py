@@ -164,6 +164,30 @@ def client_gone_mid_handler(port, admin, path="/orders"):
     assert orders(admin) == 0
 
 
+def chunked_huge(port, admin, path="/orders", drains=False):
+    """A body sent chunked (no Content-Length) far over the limit: 413, nothing claimed."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall((f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               f"X-Caller: {who('alice')}\r\n{KEY}: k-chunked\r\nTransfer-Encoding: chunked\r\n\r\n").encode())
+    chunk = b"%x\r\n" % (64 << 10) + b"x" * (64 << 10) + b"\r\n"
+    s.settimeout(5)
+    sent = 0
+    try:
+        for _ in range(256):              # 16 MiB; the limit is 1 MiB
+            s.sendall(chunk)
+            sent += 1
+        s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass                              # the server answered and closed: it read no further
+    assert drains or sent < 256, "the server read the whole body"
+    status = s.recv(4096).split(b" ")[1]
+    s.close()
+    assert status == b"413", status
+    assert keys(admin, "alice", "k-chunked") is None
+    assert orders(admin) == 0
+
+
 ALL = [retry_replays, changed_body_422, missing_key_400, handler_raises, concurrent, callers_apart,
        hostile_input]
 

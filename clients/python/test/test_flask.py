@@ -61,3 +61,8 @@ def server(dsn):
 
 def test_flask_client_gone_mid_body(server, admin):
     scenarios.client_gone_mid_body(server, admin)
+
+
+
+def test_flask_chunked_huge(server, admin):
+    scenarios.chunked_huge(server, admin)

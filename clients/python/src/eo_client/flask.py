@@ -73,7 +73,15 @@ class IdempotencyKey:
         if key is not None and request.content_length is not None and request.content_length > o.max_body:
             return _response(http.error(413, f"a request with an {o.header} may have a body of"
                                              f" {o.max_body} bytes at most"))
-        body = request.get_data(cache=True) if key is not None else b""
+        body = b""
+        if key is not None:
+            # At most max_body + 1 bytes, also of a chunked body (werkzeug 2.2 reads those unbounded);
+            # kept where request.get_data() and request.json find it.
+            body = request.stream.read(o.max_body + 1)
+            if len(body) > o.max_body:
+                return _response(http.error(413, f"a request with an {o.header} may have a body of"
+                                                 f" {o.max_body} bytes at most"))
+            request._cached_data = body
         prep = http.prepare(o, request.method, request.full_path if request.query_string else request.path,
                             key, self.caller(request) if key is not None else None,
                             request.headers.get("Content-Length"), body)

@@ -93,9 +93,12 @@ class IdempotencyKeyMiddleware:
         if length is not None and length.isdigit() and int(length) > o.max_body:
             return await _send(send, http.error(413, f"a request with an {o.header} may have a body of"
                                                      f" {o.max_body} bytes at most"))
-        body = await self._body(receive)
+        body = await self._body(receive, o.max_body)
         if body is None:
             return                        # the client went away while sending: nothing claimed
+        if len(body) > o.max_body:        # a chunked body over the limit: read no further
+            return await _send(send, http.error(413, f"a request with an {o.header} may have a body of"
+                                                     f" {o.max_body} bytes at most"))
         path = scope.get("raw_path") or scope["path"].encode()
         if isinstance(path, bytes):
             path = path.decode("latin-1")
@@ -134,13 +137,18 @@ class IdempotencyKeyMiddleware:
         await _send(send, answer)
 
     @staticmethod
-    async def _body(receive: Any) -> Optional[bytes]:
+    async def _body(receive: Any, limit: int) -> Optional[bytes]:
+        """The whole body, or None if the client left, or limit + 1 bytes of it once it has more."""
         parts: List[bytes] = []
+        size = 0
         while True:
             m = await receive()
             if m["type"] == "http.disconnect":
                 return None
             parts.append(m.get("body", b""))
+            size += len(parts[-1])
+            if size > limit:
+                return b"".join(parts)[:limit + 1]
             if not m.get("more_body", False):
                 return b"".join(parts)
 
