@@ -11,6 +11,8 @@ def order(conn_exec, data, echo):
         raise RuntimeError("boom")
     if data.get("five"):
         return 503, {"error": "unavailable"}, {}
+    if data.get("throttle"):
+        return 429, {"error": "slow down"}, {}
     out = {"id": oid}
     if data.get("huge"):
         out["pad"] = "x" * (600 << 10)

@@ -72,6 +72,8 @@ def handler_raises(post, admin):
     s, _, _ = post(body(five=True), h("k-five"))
     assert s == 503
     assert orders(admin) == 0 and keys(admin, "alice", "k-five") is None
+    s, _, _ = post(body(throttle=True), h("k-429"))           # 429 (and 401, 403, 408, 425): not stored
+    assert s == 429 and keys(admin, "alice", "k-429") is None
     assert post(body(), h("k-boom"))[0] == 201               # the retry does the work
     assert orders(admin) == 1
 

@@ -74,7 +74,7 @@ class IdempotencyKeyMiddleware:
                     raise _Rollback(_response(early))
                 request.eo_claim = c
                 response = self.get_response(request)
-                if response.status_code >= 500:
+                if http.releases(o, response.status_code):
                     raise _Rollback(response)       # nothing stored: the key is released
                 if getattr(response, "streaming", False):
                     content = b"".join(response.streaming_content)

@@ -90,7 +90,11 @@ class IdempotencyKey:
         if isinstance(prep, http.Answer):
             return _response(prep)
         conn = self.connect()
-        tx = _Tx(conn)
+        try:
+            tx = _Tx(conn)
+        except BaseException:
+            self.release(conn)
+            raise
         try:
             c = claim(conn, prep.key, fingerprint=prep.fingerprint, scope=o.eo_scope, wait=o.wait)
             early = http.answer_for(o, c)
@@ -121,7 +125,7 @@ class IdempotencyKey:
         if opened is None:
             return response
         conn, tx, c = opened
-        if response.status_code >= 500:
+        if http.releases(self.options, response.status_code):
             self._end(conn, tx, False)                # nothing stored: the key is released
             return response
         response.direct_passthrough = False

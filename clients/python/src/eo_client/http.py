@@ -67,10 +67,17 @@ class Options:
     max_stored: int = 512 << 10      # a response that would store more: rolled back, 500
     wait: Optional[float] = 2.0      # how long a claim waits for the same key in flight before 409
     retry_after: int = 1             # Retry-After of a 409 when eo gives no lease end
+    # answers that say nothing was done for good: not stored, rolled back, the key released (as 5xx)
+    released: frozenset = frozenset({401, 403, 408, 425, 429})
 
     def __post_init__(self) -> None:
         self.methods = frozenset(m.upper() for m in self.methods)
         self.stored_headers = frozenset(h.lower() for h in self.stored_headers) - NEVER_STORED
+
+
+def releases(o: Options, status: int) -> bool:
+    """Whether an answer of the handler is rolled back and not stored: 5xx and ``released``."""
+    return status >= 500 or status in o.released
 
 
 @dataclass

@@ -28,7 +28,10 @@ def default_caller(scope: Dict[str, Any]) -> Optional[str]:
     """The authenticated user (AuthenticationMiddleware), else a hash of the Authorization header."""
     user = scope.get("user")
     if user is not None and getattr(user, "is_authenticated", False):
-        return f"user:{getattr(user, 'identity', None) or user.display_name}"
+        try:
+            return f"user:{user.identity}"
+        except (AttributeError, NotImplementedError):   # SimpleUser: its name
+            return f"user-name:{user.display_name}"
     for n, v in scope.get("headers", []):
         if n == b"authorization":
             return http.caller_from_authorization(v.decode("latin-1"))
@@ -119,7 +122,7 @@ class IdempotencyKeyMiddleware:
                     state["eo_conn"], state["eo_claim"] = conn, c
                     status, out_headers, out_body = await self._run(scope, receive, body)
                     answer = http.Answer(status, out_headers, out_body)
-                    if status >= 500:
+                    if http.releases(o, status):
                         raise _Done(answer)          # nothing stored: the key is released
                     result = http.stored(o, status, out_headers, out_body)
                     if isinstance(result, http.Answer):
