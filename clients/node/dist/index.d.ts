@@ -1,0 +1,12 @@
+export type { Queryable, PoolLike, ClientLike } from './types';
+export { claim, complete, fail, extend, status, Claim } from './claim';
+export type { ClaimStatus, ClaimOptions, FailOptions, FailOutcome, KeyStatus } from './claim';
+export * from './errors';
+export { withLease } from './lease';
+export type { Lease, LeaseOptions, LeaseOutcome } from './lease';
+export { applyMessage, applyBatch, transaction } from './inbox';
+export type { InboxMessage, InboxStatus, ApplyOptions } from './inbox';
+export { DEFAULT_REPLAY_HEADERS, defaultFingerprint, defaultCaller } from './http';
+export type { IdempotencyOptions, HttpRequestInfo } from './http';
+export { expressIdempotency, expressIdempotencyErrors } from './express';
+export { fastifyIdempotency } from './fastify';
