@@ -143,7 +143,7 @@ my %expect = (
 # order of the README before it was cut into pages: later blocks use what
 # earlier ones made).
 my @pages = ('README.md',
-	map { "docs/$_.md" } qw(concepts guides nats reference operations performance internals security testing));
+	map { "docs/$_.md" } qw(concepts guides nats python node reference operations performance internals security testing));
 is(join(' ', sort glob('docs/*.md')), join(' ', sort grep { m{^docs/} } @pages),
 	'every page of docs/ is one whose examples this test runs');
 my (@all, @problems, %seen);

@@ -7,7 +7,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 : "${PGHOST:?PGHOST must name the server (a socket directory or host)}"
-: "${PGPORT:?PGPORT must name the server's port}"
+: "${PGPORT:?PGPORT must name the port of the server}"
 : "${PGUSER:?PGUSER must name a superuser}"
 export PGHOST PGPORT PGUSER
 cd "$here"

@@ -9,7 +9,7 @@ DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "python.
 
 def examples():
     text = open(DOC, encoding="utf-8").read()
-    return dict(re.findall(r"<!-- test: (\w+) -->\n```python\n(.*?)```", text, re.S))
+    return dict(re.findall(r"<!-- example: (\w+) -->\n```python\n(.*?)```", text, re.S))
 
 
 def run(name, dsn):
