@@ -14,9 +14,11 @@ export interface IdempotencyOptions {
     pool: PoolLike;
     /**
      * Who is asking: keys are hashed with it, so one caller's key never
-     * reaches another's result. Default: a hash of the Authorization header
-     * (no header: one anonymous caller). Set it from your authentication
-     * (e.g. req => req.user.id).
+     * reaches another's result. Default: a hash of the Authorization header.
+     * Set it from your authentication (e.g. req => req.user?.id). No caller
+     * (null, undefined or '', or no Authorization header by default): 401,
+     * as an anonymous namespace would let anyone who guesses a key and a
+     * body read another's response.
      */
     caller?: (req: any) => string | null | undefined;
     /** eo's scope the keys are claimed in (made with eo_scope_create); default none. */
@@ -41,7 +43,14 @@ export interface IdempotencyOptions {
     waitMs?: number;
     /** Retry-After (seconds) of a 409 when eo gives no lease end. Default 1. */
     retryAfterSeconds?: number;
+    /**
+     * Answers that say nothing was done for good (an auth check, a rate
+     * limit): rolled back and not stored, like 5xx, so the key is free for
+     * the retry. Default 401, 403, 408, 425, 429.
+     */
+    released?: number[];
 }
+export declare const DEFAULT_RELEASED: number[];
 export declare const DEFAULT_REPLAY_HEADERS: string[];
 export interface Resolved {
     pool: PoolLike;
@@ -57,10 +66,11 @@ export interface Resolved {
     maxStoredBody: number;
     waitMs: number;
     retryAfterSeconds: number;
+    released: Set<number>;
 }
 export declare function bodyBytes(body: unknown): Buffer;
 export declare function defaultFingerprint(req: HttpRequestInfo): string;
-export declare function defaultCaller(req: HttpRequestInfo): string;
+export declare function defaultCaller(req: HttpRequestInfo): string | undefined;
 export declare function resolve(o: IdempotencyOptions): Resolved;
 /** An answer the middleware gives itself (not the handler's). */
 export interface Answer {
@@ -79,8 +89,8 @@ export declare class HeldRequest {
     constructor(o: Resolved, client: ClientLike, key: string, c: Claim);
     /**
      * The handler's response is ready: below 500, store it with eo_complete and
-     * COMMIT; 5xx, or the client gone: ROLLBACK (nothing claimed, nothing
-     * stored). Returns the answer to send: the handler's, or a 500 if the
+     * COMMIT; 5xx, a `released` status (401, 403, 408, 425, 429), or the
+     * client gone: ROLLBACK (nothing claimed, nothing stored). Returns the answer to send: the handler's, or a 500 if the
      * commit failed or the body is too large to store.
      */
     finish(status: number, headers: Record<string, unknown>, body: Buffer): Promise<Answer | null>;

@@ -1,6 +1,6 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.HeldRequest = exports.DEFAULT_REPLAY_HEADERS = void 0;
+exports.HeldRequest = exports.DEFAULT_REPLAY_HEADERS = exports.DEFAULT_RELEASED = void 0;
 exports.bodyBytes = bodyBytes;
 exports.defaultFingerprint = defaultFingerprint;
 exports.defaultCaller = defaultCaller;
@@ -13,6 +13,7 @@ exports.begin = begin;
 const node_crypto_1 = require("node:crypto");
 const claim_1 = require("./claim");
 const errors_1 = require("./errors");
+exports.DEFAULT_RELEASED = [401, 403, 408, 425, 429];
 exports.DEFAULT_REPLAY_HEADERS = [
     'content-type',
     'content-language',
@@ -69,7 +70,7 @@ function defaultFingerprint(req) {
 }
 function defaultCaller(req) {
     const auth = headerValue(req.headers['authorization']);
-    return auth ? 'auth:' + sha256(auth) : 'anonymous';
+    return auth ? 'auth:' + sha256(auth) : undefined;
 }
 function resolve(o) {
     if (!o || !o.pool)
@@ -97,6 +98,7 @@ function resolve(o) {
         maxStoredBody,
         waitMs: o.waitMs ?? 1000,
         retryAfterSeconds: o.retryAfterSeconds ?? 1,
+        released: new Set(o.released ?? exports.DEFAULT_RELEASED),
     };
 }
 const json = (status, body, headers = {}) => ({
@@ -120,15 +122,15 @@ class HeldRequest {
     }
     /**
      * The handler's response is ready: below 500, store it with eo_complete and
-     * COMMIT; 5xx, or the client gone: ROLLBACK (nothing claimed, nothing
-     * stored). Returns the answer to send: the handler's, or a 500 if the
+     * COMMIT; 5xx, a `released` status (401, 403, 408, 425, 429), or the
+     * client gone: ROLLBACK (nothing claimed, nothing stored). Returns the answer to send: the handler's, or a 500 if the
      * commit failed or the body is too large to store.
      */
     async finish(status, headers, body) {
         if (this.finished)
             return null;
         this.finished = true;
-        if (this.aborted || status >= 500) {
+        if (this.aborted || status >= 500 || this.o.released.has(status)) {
             await this.end('ROLLBACK');
             return null;
         }
@@ -209,7 +211,10 @@ async function begin(o, req, original) {
     if (raw.length === 0 || raw.length > o.maxKeyLength) {
         return { kind: 'answer', answer: json(400, { error: `the ${o.header} header must be 1 to ${o.maxKeyLength} characters` }) };
     }
-    const caller = o.caller(original) ?? '';
+    const caller = o.caller(original);
+    if (caller === undefined || caller === null || caller === '') {
+        return { kind: 'answer', answer: json(401, { error: `an ${o.header} request needs an identified caller` }) };
+    }
     // The stored key: a hash of caller and key, fixed length (eo's limit is
     // 512 bytes), so no choice of key reaches another caller's record.
     const key = `${o.namespace}:${sha256(String(caller), raw)}`;

@@ -6,7 +6,7 @@ export { withLease } from './lease';
 export type { Lease, LeaseOptions, LeaseOutcome } from './lease';
 export { applyMessage, applyBatch, transaction } from './inbox';
 export type { InboxMessage, InboxStatus, ApplyOptions } from './inbox';
-export { DEFAULT_REPLAY_HEADERS, defaultFingerprint, defaultCaller } from './http';
+export { DEFAULT_REPLAY_HEADERS, DEFAULT_RELEASED, defaultFingerprint, defaultCaller } from './http';
 export type { IdempotencyOptions, HttpRequestInfo } from './http';
 export { expressIdempotency, expressIdempotencyErrors } from './express';
 export { fastifyIdempotency } from './fastify';

@@ -14,7 +14,7 @@ var __exportStar = (this && this.__exportStar) || function(m, exports) {
     for (var p in m) if (p !== "default" && !Object.prototype.hasOwnProperty.call(exports, p)) __createBinding(exports, m, p);
 };
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.fastifyIdempotency = exports.expressIdempotencyErrors = exports.expressIdempotency = exports.defaultCaller = exports.defaultFingerprint = exports.DEFAULT_REPLAY_HEADERS = exports.transaction = exports.applyBatch = exports.applyMessage = exports.withLease = exports.Claim = exports.status = exports.extend = exports.fail = exports.complete = exports.claim = void 0;
+exports.fastifyIdempotency = exports.expressIdempotencyErrors = exports.expressIdempotency = exports.defaultCaller = exports.defaultFingerprint = exports.DEFAULT_RELEASED = exports.DEFAULT_REPLAY_HEADERS = exports.transaction = exports.applyBatch = exports.applyMessage = exports.withLease = exports.Claim = exports.status = exports.extend = exports.fail = exports.complete = exports.claim = void 0;
 var claim_1 = require("./claim");
 Object.defineProperty(exports, "claim", { enumerable: true, get: function () { return claim_1.claim; } });
 Object.defineProperty(exports, "complete", { enumerable: true, get: function () { return claim_1.complete; } });
@@ -31,6 +31,7 @@ Object.defineProperty(exports, "applyBatch", { enumerable: true, get: function (
 Object.defineProperty(exports, "transaction", { enumerable: true, get: function () { return inbox_1.transaction; } });
 var http_1 = require("./http");
 Object.defineProperty(exports, "DEFAULT_REPLAY_HEADERS", { enumerable: true, get: function () { return http_1.DEFAULT_REPLAY_HEADERS; } });
+Object.defineProperty(exports, "DEFAULT_RELEASED", { enumerable: true, get: function () { return http_1.DEFAULT_RELEASED; } });
 Object.defineProperty(exports, "defaultFingerprint", { enumerable: true, get: function () { return http_1.defaultFingerprint; } });
 Object.defineProperty(exports, "defaultCaller", { enumerable: true, get: function () { return http_1.defaultCaller; } });
 var express_1 = require("./express");

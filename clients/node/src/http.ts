@@ -28,9 +28,11 @@ export interface IdempotencyOptions {
   pool: PoolLike;
   /**
    * Who is asking: keys are hashed with it, so one caller's key never
-   * reaches another's result. Default: a hash of the Authorization header
-   * (no header: one anonymous caller). Set it from your authentication
-   * (e.g. req => req.user.id).
+   * reaches another's result. Default: a hash of the Authorization header.
+   * Set it from your authentication (e.g. req => req.user?.id). No caller
+   * (null, undefined or '', or no Authorization header by default): 401,
+   * as an anonymous namespace would let anyone who guesses a key and a
+   * body read another's response.
    */
   caller?: (req: any) => string | null | undefined;
   /** eo's scope the keys are claimed in (made with eo_scope_create); default none. */
@@ -55,7 +57,15 @@ export interface IdempotencyOptions {
   waitMs?: number;
   /** Retry-After (seconds) of a 409 when eo gives no lease end. Default 1. */
   retryAfterSeconds?: number;
+  /**
+   * Answers that say nothing was done for good (an auth check, a rate
+   * limit): rolled back and not stored, like 5xx, so the key is free for
+   * the retry. Default 401, 403, 408, 425, 429.
+   */
+  released?: number[];
 }
+
+export const DEFAULT_RELEASED = [401, 403, 408, 425, 429];
 
 export const DEFAULT_REPLAY_HEADERS = [
   'content-type',
@@ -102,6 +112,7 @@ export interface Resolved {
   maxStoredBody: number;
   waitMs: number;
   retryAfterSeconds: number;
+  released: Set<number>;
 }
 
 const sha256 = (...parts: (string | Buffer)[]) => {
@@ -130,9 +141,9 @@ export function defaultFingerprint(req: HttpRequestInfo): string {
   return sha256(req.method.toUpperCase(), req.url, bodyBytes(req.body));
 }
 
-export function defaultCaller(req: HttpRequestInfo): string {
+export function defaultCaller(req: HttpRequestInfo): string | undefined {
   const auth = headerValue(req.headers['authorization']);
-  return auth ? 'auth:' + sha256(auth) : 'anonymous';
+  return auth ? 'auth:' + sha256(auth) : undefined;
 }
 
 export function resolve(o: IdempotencyOptions): Resolved {
@@ -158,6 +169,7 @@ export function resolve(o: IdempotencyOptions): Resolved {
     maxStoredBody,
     waitMs: o.waitMs ?? 1000,
     retryAfterSeconds: o.retryAfterSeconds ?? 1,
+    released: new Set(o.released ?? DEFAULT_RELEASED),
   };
 }
 
@@ -200,14 +212,14 @@ export class HeldRequest {
 
   /**
    * The handler's response is ready: below 500, store it with eo_complete and
-   * COMMIT; 5xx, or the client gone: ROLLBACK (nothing claimed, nothing
-   * stored). Returns the answer to send: the handler's, or a 500 if the
+   * COMMIT; 5xx, a `released` status (401, 403, 408, 425, 429), or the
+   * client gone: ROLLBACK (nothing claimed, nothing stored). Returns the answer to send: the handler's, or a 500 if the
    * commit failed or the body is too large to store.
    */
   async finish(status: number, headers: Record<string, unknown>, body: Buffer): Promise<Answer | null> {
     if (this.finished) return null;
     this.finished = true;
-    if (this.aborted || status >= 500) {
+    if (this.aborted || status >= 500 || this.o.released.has(status)) {
       await this.end('ROLLBACK');
       return null;
     }
@@ -286,7 +298,10 @@ export async function begin(o: Resolved, req: HttpRequestInfo & { raw?: unknown 
   if (raw.length === 0 || raw.length > o.maxKeyLength) {
     return { kind: 'answer', answer: json(400, { error: `the ${o.header} header must be 1 to ${o.maxKeyLength} characters` }) };
   }
-  const caller = o.caller(original) ?? '';
+  const caller = o.caller(original);
+  if (caller === undefined || caller === null || caller === '') {
+    return { kind: 'answer', answer: json(401, { error: `an ${o.header} request needs an identified caller` }) };
+  }
   // The stored key: a hash of caller and key, fixed length (eo's limit is
   // 512 bytes), so no choice of key reaches another caller's record.
   const key = `${o.namespace}:${sha256(String(caller), raw)}`;

@@ -19,8 +19,11 @@ after(async () => {
   await env.teardown();
 });
 
+// A caller by default (Bearer tester); a header given as undefined is not sent.
 const post = async (url, body, headers) => {
-  const r = await fetch(url + '/orders', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const h = { 'content-type': 'application/json', authorization: 'Bearer tester', ...headers };
+  for (const k of Object.keys(h)) if (h[k] === undefined) delete h[k];
+  const r = await fetch(url + '/orders', { method: 'POST', headers: h, body: typeof body === 'string' ? body : JSON.stringify(body) });
   return { status: r.status, headers: r.headers, text: await r.text() };
 };
 
@@ -38,6 +41,31 @@ test("a caller's key never reaches another caller's result", async () => {
     const y = await post(s.url, { item: 'x', qty: 1 }, { 'idempotency-key': `b-${i}`, authorization: 'a:' });
     assert.equal(y.headers.get('idempotent-replayed'), null);
     assert.notEqual(x.text, y.text);
+  }
+});
+
+test('a key without a caller is 401: no anonymous namespace where one client reads another\'s response', async () => {
+  for (const [i, s] of servers.entries()) {
+    for (const who of [undefined, '']) {
+      const a = await post(s.url, { item: 'anon-secret', qty: 1 }, { 'idempotency-key': `anon-${i}`, authorization: who });
+      assert.equal(a.status, 401, a.text);
+    }
+  }
+  assert.equal((await pool.query("SELECT count(*)::int AS n FROM orders WHERE item = 'anon-secret'")).rows[0].n, 0);
+});
+
+test('401, 403, 408, 425 and 429 answers are rolled back and not stored: the key is free for the retry', async () => {
+  for (const [i, s] of servers.entries()) {
+    for (const status of [401, 403, 408, 425, 429]) {
+      const item = `released-${status}-${i}`;
+      const a = await post(s.url, { item, qty: 1, status }, { 'idempotency-key': item });
+      assert.equal(a.status, status);
+      assert.equal(a.headers.get('idempotent-replayed'), null);
+      assert.equal((await pool.query('SELECT count(*)::int AS n FROM orders WHERE item = $1', [item])).rows[0].n, 0);
+      const b = await post(s.url, { item, qty: 1 }, { 'idempotency-key': item });
+      assert.equal(b.status, 201, `${status} then ${b.status}: ${b.text}`);
+      assert.equal(b.headers.get('idempotent-replayed'), null);
+    }
   }
 });
 

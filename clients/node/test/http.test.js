@@ -17,7 +17,7 @@ const count = async (item) => (await pool.query('SELECT count(*)::int AS n FROM 
 const claimed = async () => (await env.su.query("SELECT count(*)::int AS n FROM eo_keys() WHERE key LIKE 'http:%' AND state IN ('c','p')")).rows[0].n;
 
 async function post(url, body, headers = {}) {
-  const r = await fetch(url + '/orders', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const r = await fetch(url + '/orders', { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer tester', ...headers }, body: JSON.stringify(body) });
   const text = await r.text();
   return { status: r.status, headers: r.headers, text };
 }
@@ -97,7 +97,7 @@ for (const [name, make] of [['express', expressServer], ['fastify', fastifyServe
       const body = JSON.stringify({ item, qty: 1, slowMs: 500 });
       await new Promise((resolve) => {
         const u = new URL(srv.url);
-        const req = http.request({ host: u.hostname, port: u.port, path: '/orders', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'idempotency-key': `${name}-k6` } });
+        const req = http.request({ host: u.hostname, port: u.port, path: '/orders', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: 'Bearer tester', 'idempotency-key': `${name}-k6` } });
         req.on('error', () => resolve());
         req.end(body);
         setTimeout(() => { req.destroy(); resolve(); }, 200);
@@ -126,17 +126,17 @@ for (const [name, make] of [['express', expressServer], ['fastify', fastifyServe
   });
 }
 
-// Makes the stored key of ("anonymous", raw) dead, through the client's own hashing.
+// Makes the stored key of (the caller of "Bearer tester", raw) dead, through the client's own hashing.
 async function deadKey(name) {
   const { createHash } = require('node:crypto');
   const raw = `dead-${name}`;
   const h = createHash('sha256');
-  for (const p of ['anonymous', raw]) {
+  const eo = require('..');
+  for (const p of [eo.defaultCaller({ headers: { authorization: 'Bearer tester' } }), raw]) {
     const b = Buffer.from(p);
     h.update(`${b.length}:`);
     h.update(b);
   }
-  const eo = require('..');
   const key = `http:${h.digest('hex')}`;
   for (let i = 0; i < 5; i++) await eo.fail(pool, key, 'failed');
   return raw;

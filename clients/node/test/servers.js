@@ -13,6 +13,7 @@ async function createOrder(client, body) {
   if (body.slowMs) await sleep(body.slowMs);
   if (body.boom) throw new Error('handler failed');
   if (body.fail5xx) return [503, { error: 'upstream down' }, {}];
+  if (body.status) return [body.status, { error: 'refused' }, {}];
   return [201, { id: Number(rows[0].id), item: body.item }, { location: `/orders/${rows[0].id}`, 'set-cookie': 'session=secret', 'x-internal': 'no' }];
 }
 
