@@ -2,6 +2,10 @@
 import time
 
 
+class Invalid(Exception):
+    """The order is refused after the insert: each app's error handler answers it with 400."""
+
+
 def order(conn_exec, data, echo):
     """Insert the order with ``conn_exec(sql, params) -> first row``; returns (status, body dict, headers)."""
     oid = conn_exec("INSERT INTO orders (item, qty) VALUES (%s, %s) RETURNING id", (data["item"], data["qty"]))[0]
@@ -9,6 +13,8 @@ def order(conn_exec, data, echo):
         time.sleep(data["sleep"])
     if data.get("boom"):
         raise RuntimeError("boom")
+    if data.get("invalid"):
+        raise Invalid("invalid order")
     if data.get("five"):
         return 503, {"error": "unavailable"}, {}
     if data.get("throttle"):

@@ -78,6 +78,17 @@ def handler_raises(post, admin):
     assert orders(admin) == 1
 
 
+def handled_error(post, admin):
+    """The handler writes, then raises an error that the app's error handler answers with 400:
+    its work is rolled back and nothing is stored, as for any exception."""
+    s, hd, b = post(body(invalid=True), h("k-invalid"))
+    assert s == 400, b
+    assert orders(admin) == 0, "the handler's partial work was committed"
+    assert keys(admin, "alice", "k-invalid") is None, "the 400 was stored for the key"
+    assert post(body(), h("k-invalid"))[0] == 201
+    assert orders(admin) == 1
+
+
 def concurrent(post, admin):
     """Two requests with one key: one effect; the other 409 (Retry-After) or, after, the replay."""
     out = []
@@ -190,8 +201,8 @@ def chunked_huge(port, admin, path="/orders", drains=False):
     assert orders(admin) == 0
 
 
-ALL = [retry_replays, changed_body_422, missing_key_400, handler_raises, concurrent, callers_apart,
-       hostile_input]
+ALL = [retry_replays, changed_body_422, missing_key_400, handler_raises, handled_error, concurrent,
+       callers_apart, hostile_input]
 
 
 def serve_wsgi(server):

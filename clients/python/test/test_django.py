@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 
 import scenarios
-from apps import order
+from apps import Invalid, order
 
 DB = os.environ.get("EO_PY_TEST_DB", "eo_py_test")
 
@@ -20,7 +20,11 @@ def view(request):
         with connection.cursor() as cur:
             cur.execute(sql, params)
             return cur.fetchone()
-    status, out, headers = order(run, json.loads(request.body), request.headers.get("X-Echo"))
+    from django.core.exceptions import BadRequest
+    try:
+        status, out, headers = order(run, json.loads(request.body), request.headers.get("X-Echo"))
+    except Invalid as e:
+        raise BadRequest(str(e))       # Django's handler answers it with 400
     resp = JsonResponse(out, status=status)
     for n, v in headers.items():
         resp[n] = v

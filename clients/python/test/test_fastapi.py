@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.testclient import TestClient
 
 import scenarios
-from apps import order
+from apps import Invalid, order
 from eo_client import astatus
 from eo_client.starlette import IdempotencyKeyMiddleware, connect_each_request, eo_connection
 
@@ -20,6 +20,10 @@ def make_app(dsn):
     app = FastAPI()
     app.add_middleware(IdempotencyKeyMiddleware, connection=connect_each_request(dsn),
                        caller=lambda scope: dict(scope["headers"]).get(b"x-caller", b"").decode() or None, wait=0.5)
+
+    @app.exception_handler(Invalid)
+    async def invalid(request: Request, e: Invalid):
+        return JSONResponse({"error": str(e)}, status_code=400)
 
     @app.post("/orders")
     async def create(request: Request, conn=Depends(eo_connection)):

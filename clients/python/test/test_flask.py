@@ -7,13 +7,17 @@ from flask import Flask, g, jsonify, request
 from werkzeug.serving import make_server
 
 import scenarios
-from apps import order, psycopg_exec, sqlalchemy_exec
+from apps import Invalid, order, psycopg_exec, sqlalchemy_exec
 from eo_client.flask import IdempotencyKey
 
 
 def make_app(connect):
     app = Flask(__name__)
     IdempotencyKey(app, connect=connect, caller=lambda r: r.headers.get("X-Caller"), wait=0.5)
+
+    @app.errorhandler(Invalid)
+    def invalid(e):
+        return jsonify(error=str(e)), 400
 
     @app.post("/orders")
     def create():

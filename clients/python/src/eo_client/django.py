@@ -6,7 +6,8 @@
 
 The claim, the view's database work and the stored response are one
 transaction (transaction.atomic around the view, as ATOMIC_REQUESTS); the
-view finds the claim as ``request.eo_claim``.
+view finds the claim as ``request.eo_claim``. An exception the view raised
+rolls it back, also when Django answers it with a 4xx (Http404, BadRequest).
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ class IdempotencyKeyMiddleware:
                     raise _Rollback(_response(early))
                 request.eo_claim = c
                 response = self.get_response(request)
-                if http.releases(o, response.status_code):
+                if getattr(request, "_eo_raised", False) or http.releases(o, response.status_code):
                     raise _Rollback(response)       # nothing stored: the key is released
                 if getattr(response, "streaming", False):
                     content = b"".join(response.streaming_content)
@@ -94,3 +95,8 @@ class IdempotencyKeyMiddleware:
             if a is None:
                 raise
             return _response(a)
+
+    def process_exception(self, request: Any, exception: Exception) -> None:
+        """The view raised: whatever Django answers (404, 400, 403...), roll its work back."""
+        if getattr(request, "eo_claim", None) is not None:
+            request._eo_raised = True

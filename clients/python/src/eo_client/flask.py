@@ -6,7 +6,8 @@
 Connection (``engine.connect``), one per request; ``release`` gives it back
 (default: close it). The view does its database work on ``g.eo_conn``, in
 the transaction of the claim (``g.eo_claim``); it commits when the view
-answered below 500 and the response was stored.
+answered below 500 and the response was stored. An exception the view
+raised rolls it back, also when an error handler answers it with a 4xx.
 """
 from __future__ import annotations
 
@@ -66,6 +67,16 @@ class IdempotencyKey:
         app.before_request(self._before)
         app.after_request(self._after)
         app.teardown_request(self._teardown)
+        # An exception an error handler turns into an answer (abort(400), an
+        # errorhandler's 4xx) reaches after_request as a plain response: note it,
+        # so that the view's partial work is rolled back rather than stored.
+        handle = app.handle_user_exception
+
+        def handle_user_exception(e: Exception) -> Any:
+            if "_eo_open" in g:
+                g._eo_raised = True
+            return handle(e)
+        app.handle_user_exception = handle_user_exception  # type: ignore[method-assign]
 
     def _before(self) -> Optional[Response]:
         o = self.options
@@ -125,7 +136,7 @@ class IdempotencyKey:
         if opened is None:
             return response
         conn, tx, c = opened
-        if http.releases(self.options, response.status_code):
+        if g.pop("_eo_raised", False) or http.releases(self.options, response.status_code):
             self._end(conn, tx, False)                # nothing stored: the key is released
             return response
         response.direct_passthrough = False

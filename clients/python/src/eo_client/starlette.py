@@ -52,9 +52,18 @@ def connect_each_request(conninfo: str) -> Callable[[], Any]:
     return connection
 
 
-def eo_connection(request: Request) -> Any:
-    """FastAPI dependency: the request's connection, in the claim's transaction."""
-    return request.state.eo_conn
+async def eo_connection(request: Request) -> AsyncIterator[Any]:
+    """FastAPI dependency: the request's connection, in the claim's transaction.
+
+    An exception the handler raises passes through here before an exception
+    handler answers it (HTTPException's 4xx, an ``exception_handler``'s):
+    it is noted, so that the middleware rolls the handler's work back
+    instead of storing that answer."""
+    try:
+        yield request.state.eo_conn
+    except BaseException:
+        request.state.eo_raised = True
+        raise
 
 
 class _Done(Exception):
@@ -122,7 +131,7 @@ class IdempotencyKeyMiddleware:
                     state["eo_conn"], state["eo_claim"] = conn, c
                     status, out_headers, out_body = await self._run(scope, receive, body)
                     answer = http.Answer(status, out_headers, out_body)
-                    if http.releases(o, status):
+                    if state.get("eo_raised") or http.releases(o, status):
                         raise _Done(answer)          # nothing stored: the key is released
                     result = http.stored(o, status, out_headers, out_body)
                     if isinstance(result, http.Answer):
