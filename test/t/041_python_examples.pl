@@ -87,8 +87,11 @@ sub read_blocks
 	return (\@blocks, \@problems);
 }
 
+# docs/python.md is the Python client's page: its examples use the client
+# and run in the client's own tests (clients/python/test/test_docs.py,
+# run by tools/clients.sh), marked <!-- example: NAME -->.
 my (@blocks, @problems, %shown);
-for my $page ('README.md', sort glob('docs/*.md'))
+for my $page ('README.md', grep { $_ ne 'docs/python.md' } sort glob('docs/*.md'))
 {
 	my ($blocks, $problems) = read_blocks($page);
 	push @problems, map { "$page: $_" } @$problems;
