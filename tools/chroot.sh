@@ -91,7 +91,7 @@ umount_all() {
     local i
     for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
         umount "${MOUNTS[i]}" 2>/dev/null || umount -l "${MOUNTS[i]}" ||
-            echo "matrix: could not unmount ${MOUNTS[i]}" >&2
+            echo "${EO_TOOL:-chroot}: could not unmount ${MOUNTS[i]}" >&2
     done
     MOUNTS=()
 }
