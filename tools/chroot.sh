@@ -2,14 +2,19 @@
 # tools/chroot.sh -- Debian chroots for tools/matrix.sh (the test suite per
 # PostgreSQL major) and tools/packages.sh (the Debian packages, built and
 # installed into clean chroots).  Sourced, not run; callers have done
-# `set -euo pipefail`, run as root, and set CHROOT_DIR.
+# `set -euo pipefail` and run as root.  EO_CHROOT_DIR: where the chroots
+# live (default /var/cache/eo-chroots).
 #
 # Each major version is where Debian packages it: 15 on bookworm, 17 on
 # trixie, 18 on sid.  A suite's first debootstrap is kept as a tarball
 # ($CHROOT_DIR/<suite>.base.tar), so that a clean chroot of it costs an
 # unpacking, not a download.
 
+CHROOT_DIR=${EO_CHROOT_DIR:-/var/cache/eo-chroots}
+DEFAULT_VERSIONS="15 17 18"   # the majors a run covers when given none
 MOUNTS=()          # mount points we made, unmounted in reverse by umount_all
+SUMMARY=()         # one line per version, printed by finish_run
+ANY_FAILED=0
 
 log() { printf '\n== %s\n' "$*"; }
 die() { printf '%s: error: %s\n' "${EO_TOOL:-chroot}" "$*" >&2; exit 1; }

@@ -27,13 +27,9 @@
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CHROOT_DIR=${EO_CHROOT_DIR:-/var/cache/eo-chroots}
-DEFAULT_VERSIONS="15 17 18"
 EO_TOOL=matrix
 # shellcheck source=tools/chroot.sh
 . "$REPO_ROOT/tools/chroot.sh"
-SUMMARY=()
-ANY_FAILED=0
 
 on_exit() {
     local rc=$?

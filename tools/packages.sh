@@ -17,15 +17,11 @@
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CHROOT_DIR=${EO_CHROOT_DIR:-/var/cache/eo-chroots}
 # root's alone: the packages left here are installed as root
 OUT=${EO_PACKAGES_OUT:-/var/cache/eo-packages}
-DEFAULT_VERSIONS="15 17 18"
 EO_TOOL=packages
 # shellcheck source=tools/chroot.sh
 . "$REPO_ROOT/tools/chroot.sh"
-SUMMARY=()
-ANY_FAILED=0
 
 # The upstream version, and the Debian version of the packages.
 upstream_version() { sed -n "s/^default_version = '\(.*\)'/\1/p" "$REPO_ROOT/eo.control"; }
