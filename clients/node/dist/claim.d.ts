@@ -89,7 +89,12 @@ export declare function fail(db: Queryable, key: string, error?: string | null, 
     scope?: string | null;
 }): Promise<FailOutcome>;
 export declare function extend(db: Queryable, key: string, token: number, leaseMs: number, scope?: string | null): Promise<Date>;
-/** eo_status: the key's state without claiming it, or null for a key eo does not know. */
+/**
+ * eo_status: the key's state without claiming it, or null for a key eo does
+ * not know. eo_status waits for a claim of the key in flight to end; `waitMs`
+ * bounds that as for claim (RetryableError, 55P03).
+ */
 export declare function status(db: Queryable, key: string, opts?: {
     scope?: string | null;
+    waitMs?: number | null;
 }): Promise<KeyStatus | null>;

@@ -130,22 +130,16 @@ async function claim(db, key, opts = {}) {
     }
     const s = await q.eoSchema(db);
     const scope = opts.scope ?? null;
-    let restore = null;
-    if (opts.waitMs !== undefined && opts.waitMs !== null && leaseMs === null) {
-        const ms = Math.max(1, Math.round(opts.waitMs));
-        const r = await db.query(q.SET_LOCK_TIMEOUT, [`${ms}ms`]);
-        restore = r.rows[0].old;
-    }
+    const params = [key, opts.fingerprint ?? null, q.secondsParam(leaseMs), scope];
+    const wait = leaseMs === null ? waitParam(opts.waitMs) : null;
     let row;
     try {
-        const r = await db.query(q.claimSql(s), [key, opts.fingerprint ?? null, q.secondsParam(leaseMs), scope]);
+        const r = wait === null ? await db.query(q.claimSql(s), params) : await db.query(q.claimWaitSql(s), [wait, ...params]);
         row = r.rows[0];
     }
     catch (e) {
         throw (0, errors_1.translate)(e, key, 'claim');
     }
-    if (restore !== null)
-        await db.query(q.RESTORE_LOCK_TIMEOUT, [restore]);
     return new Claim(db, key, scope, row);
 }
 async function complete(db, key, result, opts = {}) {
@@ -185,17 +179,28 @@ async function extend(db, key, token, leaseMs, scope = null) {
         throw (0, errors_1.translate)(e, key, 'other');
     }
 }
-/** eo_status: the key's state without claiming it, or null for a key eo does not know. */
+/** A wait in milliseconds as lock_timeout's text, or null for none. */
+function waitParam(ms) {
+    return ms === undefined || ms === null ? null : `${Math.max(1, Math.round(ms))}ms`;
+}
+/**
+ * eo_status: the key's state without claiming it, or null for a key eo does
+ * not know. eo_status waits for a claim of the key in flight to end; `waitMs`
+ * bounds that as for claim (RetryableError, 55P03).
+ */
 async function status(db, key, opts = {}) {
     const s = await q.eoSchema(db);
+    const wait = waitParam(opts.waitMs);
+    const params = [key, opts.scope ?? null];
     let r;
     try {
-        r = await db.query(q.statusSql(s), [key, opts.scope ?? null]);
+        r = wait === null ? await db.query(q.statusSql(s), params) : await db.query(q.statusWaitSql(s), [wait, ...params]);
     }
     catch (e) {
         throw (0, errors_1.translate)(e, key, 'other');
     }
-    if (r.rows.length === 0)
+    // no row, or statusWaitSql's row of NULLs
+    if (r.rows.length === 0 || r.rows[0].state === null)
         return null;
     const row = r.rows[0];
     return {

@@ -84,9 +84,10 @@ export declare class HeldRequest {
     readonly key: string;
     readonly claim: Claim;
     private readonly o;
+    private readonly fingerprint;
     private finished;
     aborted: boolean;
-    constructor(o: Resolved, client: ClientLike, key: string, c: Claim);
+    constructor(o: Resolved, client: ClientLike, key: string, c: Claim, fingerprint: string);
     /**
      * The handler's response is ready: below 500, store it with eo_complete and
      * COMMIT; 5xx, a `released` status (401, 403, 408, 425, 429), or the
@@ -108,7 +109,8 @@ export type Begin = {
     held: HeldRequest;
 };
 /**
- * Before the handler: the key from the header, BEGIN, the claim. Returns
+ * Before the handler: the key from the header; eo_status, which answers a
+ * retry of a done request; else BEGIN and the claim. Returns
  * what to do: pass the request on untouched, answer it here (replay, 409,
  * 422, 400, 410), or run the handler with the held transaction.
  */

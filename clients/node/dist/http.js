@@ -112,13 +112,15 @@ class HeldRequest {
     key;
     claim;
     o;
+    fingerprint;
     finished = false;
     aborted = false;
-    constructor(o, client, key, c) {
+    constructor(o, client, key, c, fingerprint) {
         this.o = o;
         this.client = client;
         this.key = key;
         this.claim = c;
+        this.fingerprint = fingerprint;
     }
     /**
      * The handler's response is ready: below 500, store it with eo_complete and
@@ -138,7 +140,7 @@ class HeldRequest {
             await this.end('ROLLBACK');
             return json(500, { error: 'the response is too large to store for an Idempotency-Key replay; nothing was done' });
         }
-        const stored = { http_status: status, headers: {}, ...encodeBody(body) };
+        const stored = { http_status: status, headers: {}, ...encodeBody(body), request_fingerprint: this.fingerprint };
         for (const [name, v] of Object.entries(headers)) {
             const l = name.toLowerCase();
             if (!this.o.replayHeaders.has(l) || NEVER_STORED.has(l) || v === undefined)
@@ -197,7 +199,8 @@ function replay(result) {
     return { status, headers, body };
 }
 /**
- * Before the handler: the key from the header, BEGIN, the claim. Returns
+ * Before the handler: the key from the header; eo_status, which answers a
+ * retry of a done request; else BEGIN and the claim. Returns
  * what to do: pass the request on untouched, answer it here (replay, 409,
  * 422, 400, 410), or run the handler with the held transaction.
  */
@@ -222,6 +225,11 @@ async function begin(o, req, original) {
     const client = await o.pool.connect();
     let c;
     try {
+        const done = replayDone(await (0, claim_1.status)(client, key, { scope: o.scope, waitMs: o.waitMs }), fingerprint);
+        if (done !== null) {
+            client.release();
+            return { kind: 'answer', answer: done };
+        }
         await client.query('BEGIN');
         c = await (0, claim_1.claim)(client, key, { fingerprint, scope: o.scope, waitMs: o.waitMs });
     }
@@ -236,7 +244,7 @@ async function begin(o, req, original) {
         return { kind: 'answer', answer: refusal(o, e) };
     }
     if (c.status === 'claimed')
-        return { kind: 'held', held: new HeldRequest(o, client, key, c) };
+        return { kind: 'held', held: new HeldRequest(o, client, key, c, fingerprint) };
     try {
         await client.query('ROLLBACK');
         client.release();
@@ -256,6 +264,21 @@ async function begin(o, req, original) {
         default:
             throw new errors_1.EoError(`eo_claim answered "${String(c.status)}", a status this client does not know`);
     }
+}
+/**
+ * The replay, if eo_status found the key done with a response stored for this
+ * very request: a retry is answered from one eo_status outside any
+ * transaction, as a processed-keys table answers it from one SELECT.
+ * Anything else (no key, in flight, failed, dead, a result gone or stored by
+ * an older client, another request's fingerprint) goes to the claim, which
+ * decides.
+ */
+function replayDone(st, fingerprint) {
+    if (st === null || st.state !== 'done' || typeof st.result !== 'object' || st.result === null)
+        return null;
+    if (st.result.request_fingerprint !== fingerprint)
+        return null;
+    return replay(st.result);
 }
 function inFlight(secs) {
     return json(409, { error: 'a request with this Idempotency-Key is in flight; retry later' }, { 'retry-after': String(secs) });

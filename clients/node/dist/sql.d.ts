@@ -9,13 +9,15 @@ import type { Queryable } from './types';
 export declare function eoSchema(db: Queryable): Promise<string>;
 /** The claim's columns, every one as text. */
 export declare function claimSql(s: string): string;
+/** claimSql waiting at most $1 for a key in flight: key, fingerprint, lease, scope are $2..$5. */
+export declare function claimWaitSql(s: string): string;
 export declare function completeSql(s: string): string;
 export declare function failSql(s: string): string;
 export declare function extendSql(s: string): string;
 export declare function recoveryPointSql(s: string): string;
 export declare function statusSql(s: string): string;
-export declare const SET_LOCK_TIMEOUT: string;
-export declare const RESTORE_LOCK_TIMEOUT = "SELECT pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true)";
+/** statusSql waiting at most $1 for a claim in flight (eo_status waits for it): key and scope are $2, $3. */
+export declare function statusWaitSql(s: string): string;
 export declare function toDate(epoch: string | null): Date | null;
 export declare function toInt(s: string | null): number | null;
 export declare function toJson(s: string | null): unknown;

@@ -1,13 +1,14 @@
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.RESTORE_LOCK_TIMEOUT = exports.SET_LOCK_TIMEOUT = void 0;
 exports.eoSchema = eoSchema;
 exports.claimSql = claimSql;
+exports.claimWaitSql = claimWaitSql;
 exports.completeSql = completeSql;
 exports.failSql = failSql;
 exports.extendSql = extendSql;
 exports.recoveryPointSql = recoveryPointSql;
 exports.statusSql = statusSql;
+exports.statusWaitSql = statusWaitSql;
 exports.toDate = toDate;
 exports.toInt = toInt;
 exports.toJson = toJson;
@@ -60,15 +61,23 @@ async function findSchema(db) {
     }
     return row.schema;
 }
+const CLAIM_COLUMNS = 'SELECT c.status, c.result::pg_catalog.text AS result, c.attempts::pg_catalog.text AS attempts,' +
+    ' c.lease_token::pg_catalog.text AS lease_token,' +
+    ' (EXTRACT(EPOCH FROM c.lease_expires_at))::pg_catalog.text AS lease_expires_at,' +
+    ' c.result_expired::pg_catalog.text AS result_expired, c.recovery_point,' +
+    ' c.recovery_state::pg_catalog.text AS recovery_state';
+/* eo_claim(key, $n fingerprint, $n+1 lease, $n+2 scope) */
+const claimCall = (s, key, n) => `${s}.eo_claim(${key}, $${n}::pg_catalog.text,` +
+    ` pg_catalog.make_interval(secs => $${n + 1}::pg_catalog.float8), $${n + 2}::pg_catalog.text)`;
+/* The key of a call under waiting(): $2, passed through w so that the call is joined after w. */
+const WAITING_KEY = 'CASE WHEN w.new IS NOT NULL THEN $2::pg_catalog.text END';
 /** The claim's columns, every one as text. */
 function claimSql(s) {
-    return ('SELECT c.status, c.result::pg_catalog.text AS result, c.attempts::pg_catalog.text AS attempts,' +
-        ' c.lease_token::pg_catalog.text AS lease_token,' +
-        ' (EXTRACT(EPOCH FROM c.lease_expires_at))::pg_catalog.text AS lease_expires_at,' +
-        ' c.result_expired::pg_catalog.text AS result_expired, c.recovery_point,' +
-        ' c.recovery_state::pg_catalog.text AS recovery_state' +
-        ` FROM ${s}.eo_claim($1::pg_catalog.text, $2::pg_catalog.text,` +
-        ' pg_catalog.make_interval(secs => $3::pg_catalog.float8), $4::pg_catalog.text) c');
+    return `${CLAIM_COLUMNS} FROM ${claimCall(s, '$1::pg_catalog.text', 2)} c`;
+}
+/** claimSql waiting at most $1 for a key in flight: key, fingerprint, lease, scope are $2..$5. */
+function claimWaitSql(s) {
+    return waiting(CLAIM_COLUMNS, claimCall(s, WAITING_KEY, 3), 'c');
 }
 function completeSql(s) {
     return (`SELECT ${s}.eo_complete($1::pg_catalog.text, $2::pg_catalog.jsonb,` +
@@ -87,18 +96,34 @@ function recoveryPointSql(s) {
     return (`SELECT ${s}.eo_recovery_point($1::pg_catalog.text, $2::pg_catalog.int8, $3::pg_catalog.text,` +
         ' $4::pg_catalog.jsonb, $5::pg_catalog.text)');
 }
+const STATUS_COLUMNS = 'SELECT t.state, t.result::pg_catalog.text AS result, t.attempts::pg_catalog.text AS attempts,' +
+    ' t.lease_token::pg_catalog.text AS lease_token,' +
+    ' (EXTRACT(EPOCH FROM t.lease_expires_at))::pg_catalog.text AS lease_expires_at, t.last_error,' +
+    ' (EXTRACT(EPOCH FROM t.created_at))::pg_catalog.text AS created_at,' +
+    ' (EXTRACT(EPOCH FROM t.updated_at))::pg_catalog.text AS updated_at';
+/* eo_status(key, $n scope) */
+const statusCall = (s, key, n) => `${s}.eo_status(${key}, $${n}::pg_catalog.text)`;
 function statusSql(s) {
-    return ('SELECT t.state, t.result::pg_catalog.text AS result, t.attempts::pg_catalog.text AS attempts,' +
-        ' t.lease_token::pg_catalog.text AS lease_token,' +
-        ' (EXTRACT(EPOCH FROM t.lease_expires_at))::pg_catalog.text AS lease_expires_at, t.last_error,' +
-        ' (EXTRACT(EPOCH FROM t.created_at))::pg_catalog.text AS created_at,' +
-        ' (EXTRACT(EPOCH FROM t.updated_at))::pg_catalog.text AS updated_at' +
-        ` FROM ${s}.eo_status($1::pg_catalog.text, $2::pg_catalog.text) t`);
+    return `${STATUS_COLUMNS} FROM ${statusCall(s, '$1::pg_catalog.text', 2)} t`;
 }
-/* lock_timeout for the claim alone, restored after it (in the caller's transaction). */
-exports.SET_LOCK_TIMEOUT = "SELECT pg_catalog.current_setting('lock_timeout') AS old," +
-    " pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true)";
-exports.RESTORE_LOCK_TIMEOUT = "SELECT pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true)";
+/** statusSql waiting at most $1 for a claim in flight (eo_status waits for it): key and scope are $2, $3. */
+function statusWaitSql(s) {
+    return waiting(STATUS_COLUMNS, statusCall(s, WAITING_KEY, 3), 't');
+}
+/*
+ * A call of eo_claim or eo_status under a lock_timeout of $1, in one
+ * statement (one round trip): w sets it before the call (the key, the
+ * call's first argument, passes through w, so the call is joined after
+ * it), and the select list puts the old value back once the call has
+ * answered, also when eo_status has no row (the LEFT JOIN gives one of
+ * NULLs). An error aborts the transaction, which undoes the setting too.
+ */
+function waiting(columns, call, alias) {
+    return (`${columns}, pg_catalog.set_config('lock_timeout', w.old, true) AS lock_timeout_restored` +
+        " FROM (SELECT pg_catalog.current_setting('lock_timeout') AS old," +
+        " pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true) AS new OFFSET 0) w" +
+        ` LEFT JOIN LATERAL ${call} ${alias} ON true`);
+}
 /* Parsers of the text columns. */
 function toDate(epoch) {
     return epoch === null ? null : new Date(Math.round(Number(epoch) * 1000));

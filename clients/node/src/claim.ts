@@ -143,20 +143,15 @@ export async function claim(db: Queryable, key: string, opts: ClaimOptions = {})
   }
   const s = await q.eoSchema(db);
   const scope = opts.scope ?? null;
-  let restore: string | null = null;
-  if (opts.waitMs !== undefined && opts.waitMs !== null && leaseMs === null) {
-    const ms = Math.max(1, Math.round(opts.waitMs));
-    const r = await db.query(q.SET_LOCK_TIMEOUT, [`${ms}ms`]);
-    restore = r.rows[0].old as string;
-  }
+  const params = [key, opts.fingerprint ?? null, q.secondsParam(leaseMs), scope];
+  const wait = leaseMs === null ? waitParam(opts.waitMs) : null;
   let row: Record<string, string | null>;
   try {
-    const r = await db.query(q.claimSql(s), [key, opts.fingerprint ?? null, q.secondsParam(leaseMs), scope]);
+    const r = wait === null ? await db.query(q.claimSql(s), params) : await db.query(q.claimWaitSql(s), [wait, ...params]);
     row = r.rows[0];
   } catch (e) {
     throw translate(e, key, 'claim');
   }
-  if (restore !== null) await db.query(q.RESTORE_LOCK_TIMEOUT, [restore]);
   return new Claim(db, key, scope, row);
 }
 
@@ -207,16 +202,32 @@ export async function extend(db: Queryable, key: string, token: number, leaseMs:
   }
 }
 
-/** eo_status: the key's state without claiming it, or null for a key eo does not know. */
-export async function status(db: Queryable, key: string, opts: { scope?: string | null } = {}): Promise<KeyStatus | null> {
+/** A wait in milliseconds as lock_timeout's text, or null for none. */
+function waitParam(ms: number | null | undefined): string | null {
+  return ms === undefined || ms === null ? null : `${Math.max(1, Math.round(ms))}ms`;
+}
+
+/**
+ * eo_status: the key's state without claiming it, or null for a key eo does
+ * not know. eo_status waits for a claim of the key in flight to end; `waitMs`
+ * bounds that as for claim (RetryableError, 55P03).
+ */
+export async function status(
+  db: Queryable,
+  key: string,
+  opts: { scope?: string | null; waitMs?: number | null } = {}
+): Promise<KeyStatus | null> {
   const s = await q.eoSchema(db);
+  const wait = waitParam(opts.waitMs);
+  const params = [key, opts.scope ?? null];
   let r;
   try {
-    r = await db.query(q.statusSql(s), [key, opts.scope ?? null]);
+    r = wait === null ? await db.query(q.statusSql(s), params) : await db.query(q.statusWaitSql(s), [wait, ...params]);
   } catch (e) {
     throw translate(e, key, 'other');
   }
-  if (r.rows.length === 0) return null;
+  // no row, or statusWaitSql's row of NULLs
+  if (r.rows.length === 0 || r.rows[0].state === null) return null;
   const row = r.rows[0];
   return {
     state: row.state,

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { ClientLike, PoolLike } from './types';
-import { claim, complete, Claim } from './claim';
+import { claim, complete, status, Claim, KeyStatus } from './claim';
 import {
   BadKeyError,
   EoError,
@@ -192,6 +192,8 @@ interface Stored {
   headers: Record<string, string | string[]>;
   body: string;
   body_encoding: 'utf8' | 'base64';
+  /** The request's fingerprint, for replayDone (absent from what earlier builds of the client stored). */
+  request_fingerprint?: string;
 }
 
 /** A request the middleware holds a claim for: the transaction's client and the key. */
@@ -200,14 +202,16 @@ export class HeldRequest {
   readonly key: string;
   readonly claim: Claim;
   private readonly o: Resolved;
+  private readonly fingerprint: string;
   private finished = false;
   aborted = false;
 
-  constructor(o: Resolved, client: ClientLike, key: string, c: Claim) {
+  constructor(o: Resolved, client: ClientLike, key: string, c: Claim, fingerprint: string) {
     this.o = o;
     this.client = client;
     this.key = key;
     this.claim = c;
+    this.fingerprint = fingerprint;
   }
 
   /**
@@ -227,7 +231,7 @@ export class HeldRequest {
       await this.end('ROLLBACK');
       return json(500, { error: 'the response is too large to store for an Idempotency-Key replay; nothing was done' });
     }
-    const stored: Stored = { http_status: status, headers: {}, ...encodeBody(body) };
+    const stored: Stored = { http_status: status, headers: {}, ...encodeBody(body), request_fingerprint: this.fingerprint };
     for (const [name, v] of Object.entries(headers)) {
       const l = name.toLowerCase();
       if (!this.o.replayHeaders.has(l) || NEVER_STORED.has(l) || v === undefined) continue;
@@ -285,7 +289,8 @@ function replay(result: unknown): Answer {
 export type Begin = { kind: 'pass' } | { kind: 'answer'; answer: Answer } | { kind: 'held'; held: HeldRequest };
 
 /**
- * Before the handler: the key from the header, BEGIN, the claim. Returns
+ * Before the handler: the key from the header; eo_status, which answers a
+ * retry of a done request; else BEGIN and the claim. Returns
  * what to do: pass the request on untouched, answer it here (replay, 409,
  * 422, 400, 410), or run the handler with the held transaction.
  */
@@ -309,6 +314,11 @@ export async function begin(o: Resolved, req: HttpRequestInfo & { raw?: unknown 
   const client = await o.pool.connect();
   let c: Claim;
   try {
+    const done = replayDone(await status(client, key, { scope: o.scope, waitMs: o.waitMs }), fingerprint);
+    if (done !== null) {
+      client.release();
+      return { kind: 'answer', answer: done };
+    }
     await client.query('BEGIN');
     c = await claim(client, key, { fingerprint, scope: o.scope, waitMs: o.waitMs });
   } catch (e) {
@@ -320,7 +330,7 @@ export async function begin(o: Resolved, req: HttpRequestInfo & { raw?: unknown 
     }
     return { kind: 'answer', answer: refusal(o, e) };
   }
-  if (c.status === 'claimed') return { kind: 'held', held: new HeldRequest(o, client, key, c) };
+  if (c.status === 'claimed') return { kind: 'held', held: new HeldRequest(o, client, key, c, fingerprint) };
   try {
     await client.query('ROLLBACK');
     client.release();
@@ -339,6 +349,20 @@ export async function begin(o: Resolved, req: HttpRequestInfo & { raw?: unknown 
     default:
       throw new EoError(`eo_claim answered "${String(c.status)}", a status this client does not know`);
   }
+}
+
+/**
+ * The replay, if eo_status found the key done with a response stored for this
+ * very request: a retry is answered from one eo_status outside any
+ * transaction, as a processed-keys table answers it from one SELECT.
+ * Anything else (no key, in flight, failed, dead, a result gone or stored by
+ * an older client, another request's fingerprint) goes to the claim, which
+ * decides.
+ */
+function replayDone(st: KeyStatus | null, fingerprint: string): Answer | null {
+  if (st === null || st.state !== 'done' || typeof st.result !== 'object' || st.result === null) return null;
+  if ((st.result as Partial<Stored>).request_fingerprint !== fingerprint) return null;
+  return replay(st.result);
 }
 
 function inFlight(secs: number): Answer {

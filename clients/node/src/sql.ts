@@ -71,17 +71,29 @@ async function findSchema(db: Queryable): Promise<string> {
   return row.schema;
 }
 
+const CLAIM_COLUMNS =
+  'SELECT c.status, c.result::pg_catalog.text AS result, c.attempts::pg_catalog.text AS attempts,' +
+  ' c.lease_token::pg_catalog.text AS lease_token,' +
+  ' (EXTRACT(EPOCH FROM c.lease_expires_at))::pg_catalog.text AS lease_expires_at,' +
+  ' c.result_expired::pg_catalog.text AS result_expired, c.recovery_point,' +
+  ' c.recovery_state::pg_catalog.text AS recovery_state';
+
+/* eo_claim(key, $n fingerprint, $n+1 lease, $n+2 scope) */
+const claimCall = (s: string, key: string, n: number) =>
+  `${s}.eo_claim(${key}, $${n}::pg_catalog.text,` +
+  ` pg_catalog.make_interval(secs => $${n + 1}::pg_catalog.float8), $${n + 2}::pg_catalog.text)`;
+
+/* The key of a call under waiting(): $2, passed through w so that the call is joined after w. */
+const WAITING_KEY = 'CASE WHEN w.new IS NOT NULL THEN $2::pg_catalog.text END';
+
 /** The claim's columns, every one as text. */
 export function claimSql(s: string): string {
-  return (
-    'SELECT c.status, c.result::pg_catalog.text AS result, c.attempts::pg_catalog.text AS attempts,' +
-    ' c.lease_token::pg_catalog.text AS lease_token,' +
-    ' (EXTRACT(EPOCH FROM c.lease_expires_at))::pg_catalog.text AS lease_expires_at,' +
-    ' c.result_expired::pg_catalog.text AS result_expired, c.recovery_point,' +
-    ' c.recovery_state::pg_catalog.text AS recovery_state' +
-    ` FROM ${s}.eo_claim($1::pg_catalog.text, $2::pg_catalog.text,` +
-    ' pg_catalog.make_interval(secs => $3::pg_catalog.float8), $4::pg_catalog.text) c'
-  );
+  return `${CLAIM_COLUMNS} FROM ${claimCall(s, '$1::pg_catalog.text', 2)} c`;
+}
+
+/** claimSql waiting at most $1 for a key in flight: key, fingerprint, lease, scope are $2..$5. */
+export function claimWaitSql(s: string): string {
+  return waiting(CLAIM_COLUMNS, claimCall(s, WAITING_KEY, 3), 'c');
 }
 
 export function completeSql(s: string): string {
@@ -113,22 +125,41 @@ export function recoveryPointSql(s: string): string {
   );
 }
 
+const STATUS_COLUMNS =
+  'SELECT t.state, t.result::pg_catalog.text AS result, t.attempts::pg_catalog.text AS attempts,' +
+  ' t.lease_token::pg_catalog.text AS lease_token,' +
+  ' (EXTRACT(EPOCH FROM t.lease_expires_at))::pg_catalog.text AS lease_expires_at, t.last_error,' +
+  ' (EXTRACT(EPOCH FROM t.created_at))::pg_catalog.text AS created_at,' +
+  ' (EXTRACT(EPOCH FROM t.updated_at))::pg_catalog.text AS updated_at';
+
+/* eo_status(key, $n scope) */
+const statusCall = (s: string, key: string, n: number) => `${s}.eo_status(${key}, $${n}::pg_catalog.text)`;
+
 export function statusSql(s: string): string {
-  return (
-    'SELECT t.state, t.result::pg_catalog.text AS result, t.attempts::pg_catalog.text AS attempts,' +
-    ' t.lease_token::pg_catalog.text AS lease_token,' +
-    ' (EXTRACT(EPOCH FROM t.lease_expires_at))::pg_catalog.text AS lease_expires_at, t.last_error,' +
-    ' (EXTRACT(EPOCH FROM t.created_at))::pg_catalog.text AS created_at,' +
-    ' (EXTRACT(EPOCH FROM t.updated_at))::pg_catalog.text AS updated_at' +
-    ` FROM ${s}.eo_status($1::pg_catalog.text, $2::pg_catalog.text) t`
-  );
+  return `${STATUS_COLUMNS} FROM ${statusCall(s, '$1::pg_catalog.text', 2)} t`;
 }
 
-/* lock_timeout for the claim alone, restored after it (in the caller's transaction). */
-export const SET_LOCK_TIMEOUT =
-  "SELECT pg_catalog.current_setting('lock_timeout') AS old," +
-  " pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true)";
-export const RESTORE_LOCK_TIMEOUT = "SELECT pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true)";
+/** statusSql waiting at most $1 for a claim in flight (eo_status waits for it): key and scope are $2, $3. */
+export function statusWaitSql(s: string): string {
+  return waiting(STATUS_COLUMNS, statusCall(s, WAITING_KEY, 3), 't');
+}
+
+/*
+ * A call of eo_claim or eo_status under a lock_timeout of $1, in one
+ * statement (one round trip): w sets it before the call (the key, the
+ * call's first argument, passes through w, so the call is joined after
+ * it), and the select list puts the old value back once the call has
+ * answered, also when eo_status has no row (the LEFT JOIN gives one of
+ * NULLs). An error aborts the transaction, which undoes the setting too.
+ */
+function waiting(columns: string, call: string, alias: string): string {
+  return (
+    `${columns}, pg_catalog.set_config('lock_timeout', w.old, true) AS lock_timeout_restored` +
+    " FROM (SELECT pg_catalog.current_setting('lock_timeout') AS old," +
+    " pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true) AS new OFFSET 0) w" +
+    ` LEFT JOIN LATERAL ${call} ${alias} ON true`
+  );
+}
 
 /* Parsers of the text columns. */
 export function toDate(epoch: string | null): Date | null {

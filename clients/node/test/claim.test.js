@@ -100,6 +100,29 @@ test('a claim that waits on a transaction holding the key: RetryableError after 
   assert.equal((await tx((db) => eo.claim(db, 'wait:1', { waitMs: 200 }))).status, 'duplicate');
 });
 
+test('eo_status waits at most waitMs for a claim in flight; lock_timeout is put back after a wait, with a row or none', async () => {
+  const holder = await pool.connect();
+  await holder.query('BEGIN');
+  await eo.claim(holder, 'sw:1');
+  const db = await pool.connect();
+  try {
+    await db.query("SET lock_timeout = '7s'");
+    await assert.rejects(eo.status(db, 'sw:1', { waitMs: 200 }), (e) => e instanceof eo.RetryableError && e.sqlstate === '55P03');
+    await db.query('BEGIN');
+    assert.equal(await eo.status(db, 'sw:none', { waitMs: 200 }), null);
+    assert.equal((await db.query('SHOW lock_timeout')).rows[0].lock_timeout, '7s');
+    assert.equal((await eo.claim(db, 'sw:2', { waitMs: 200 })).status, 'claimed');
+    assert.equal((await db.query('SHOW lock_timeout')).rows[0].lock_timeout, '7s');
+    await db.query('ROLLBACK');
+    await holder.query('COMMIT');
+    assert.equal((await eo.status(db, 'sw:1', { waitMs: 200 })).state, 'done');
+  } finally {
+    await db.query('RESET lock_timeout');
+    db.release();
+    holder.release();
+  }
+});
+
 test('lease mode: busy, takeover after expiry, the stale holder refused (StaleTokenError)', async () => {
   const first = await eo.claim(pool, 'lease:1', { leaseMs: 1000 });
   assert.equal(first.status, 'claimed');

@@ -4,6 +4,7 @@ const assert = require('node:assert/strict');
 const http = require('node:http');
 const { setup } = require('./helpers');
 const { expressServer, fastifyServer, sleep } = require('./servers');
+const eo = require('..');
 
 let env, pool;
 before(async () => {
@@ -118,6 +119,44 @@ for (const [name, make] of [['express', expressServer], ['fastify', fastifyServe
       assert.equal(await count(item), 1);
     });
 
+    test('a retry is answered from one eo_status, outside a transaction', async () => {
+      const sent = [];
+      const rec = await make({ pool: recording(pool, sent) });
+      try {
+        const item = `${name}-one`;
+        assert.equal((await post(rec.url, { item, qty: 1 }, { 'idempotency-key': `${name}-k-one` })).status, 201);
+        const first = sent.filter((q) => !q.includes('pg_extension'));
+        assert.match(first[0], /eo_status\(/);
+        assert.match(first[0], /lock_timeout/);
+        assert.ok(first.includes('BEGIN') && first.some((q) => q.includes('eo_claim(')), first.join('\n'));
+        sent.length = 0;
+        const r = await post(rec.url, { item, qty: 1 }, { 'idempotency-key': `${name}-k-one` });
+        assert.equal(r.status, 201);
+        assert.equal(r.headers.get('idempotent-replayed'), 'true');
+        assert.equal(sent.length, 1, sent.join('\n'));
+        assert.match(sent[0], /eo_status\(/);
+        assert.equal(await count(item), 1);
+      } finally {
+        await rec.close();
+      }
+    });
+
+    test('a response stored without its fingerprint (as earlier builds stored them) replays through the claim; another body is 422', async () => {
+      const raw = `${name}-k-old`;
+      const key = storedKey(raw);
+      const fingerprint = eo.defaultFingerprint({ method: 'POST', url: '/orders', headers: {}, body: { item: 'old', qty: 1 } });
+      await eo.transaction(pool, async (db) => {
+        await eo.claim(db, key, { fingerprint });
+        await eo.complete(db, key, { http_status: 201, headers: { 'content-type': 'application/json' }, body: '{"id":99}', body_encoding: 'utf8' });
+      });
+      const r = await post(srv.url, { item: 'old', qty: 1 }, { 'idempotency-key': raw });
+      assert.equal(r.status, 201);
+      assert.equal(r.text, '{"id":99}');
+      assert.equal(r.headers.get('idempotent-replayed'), 'true');
+      assert.equal((await post(srv.url, { item: 'old', qty: 2 }, { 'idempotency-key': raw })).status, 422);
+      assert.equal(await count('old'), 0);
+    });
+
     test('a dead key is 410', async () => {
       const srvKey = await deadKey(name);
       const r = await post(srv.url, { item: 'dead', qty: 1 }, { 'idempotency-key': srvKey });
@@ -126,18 +165,43 @@ for (const [name, make] of [['express', expressServer], ['fastify', fastifyServe
   });
 }
 
-// Makes the stored key of (the caller of "Bearer tester", raw) dead, through the client's own hashing.
-async function deadKey(name) {
+// The stored key of (the caller of "Bearer tester", raw), through the client's own hashing.
+function storedKey(raw) {
   const { createHash } = require('node:crypto');
-  const raw = `dead-${name}`;
   const h = createHash('sha256');
-  const eo = require('..');
   for (const p of [eo.defaultCaller({ headers: { authorization: 'Bearer tester' } }), raw]) {
     const b = Buffer.from(p);
     h.update(`${b.length}:`);
     h.update(b);
   }
-  const key = `http:${h.digest('hex')}`;
+  return `http:${h.digest('hex')}`;
+}
+
+// Makes the stored key of raw dead.
+async function deadKey(name) {
+  const raw = `dead-${name}`;
+  const key = storedKey(raw);
   for (let i = 0; i < 5; i++) await eo.fail(pool, key, 'failed');
   return raw;
+}
+
+// A pool whose clients note the text of every statement they send into `sent`.
+function recording(inner, sent) {
+  return {
+    query: (...a) => inner.query(...a),
+    connect: async () => {
+      const c = await inner.connect();
+      const { query, release } = c;
+      c.query = function (text, ...rest) {
+        sent.push(typeof text === 'string' ? text : text.text);
+        return query.call(this, text, ...rest);
+      };
+      c.release = function (e) {
+        c.query = query;
+        c.release = release;
+        return release.call(this, e);
+      };
+      return c;
+    },
+  };
 }

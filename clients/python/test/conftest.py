@@ -39,7 +39,6 @@ def admin_dsn():
     dsn = _dsn(DB)
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("CREATE EXTENSION eo")
-        c.execute("ALTER SYSTEM SET eo.naptime = '1s'") if False else None
         for r in (APP, OTHER):
             c.execute(GRANTS.format(r=r))
         c.execute("GRANT EXECUTE ON FUNCTION eo_scope_create TO " + APP)

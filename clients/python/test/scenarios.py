@@ -53,6 +53,24 @@ def retry_replays(post, admin):
     assert orders(admin) == 1
 
 
+def older_result_replays(post, admin):
+    """A response stored without its request's fingerprint (as earlier builds of the client stored them) is
+    replayed through the claim, which checks the fingerprint: another body is 422."""
+    key = http.eo_key("http", who("alice"), "k-old")
+    stored = json.dumps({"http_status": 201, "headers": [["Content-Type", "application/json"]], "body": '{"id":99}'})
+    admin.execute("SET ROLE eo_py_app")
+    try:
+        with admin.transaction():
+            admin.execute("SELECT eo_claim(%s, %s)", (key, http.default_fingerprint("POST", "/orders", body())))
+            admin.execute("SELECT eo_complete(%s, %s::jsonb)", (key, stored))
+    finally:
+        admin.execute("RESET ROLE")
+    s, hs, b = post(body(), h("k-old"))
+    assert (s, b, hs.get("idempotent-replayed")) == (201, b'{"id":99}', "true")
+    assert post(body(qty=5), h("k-old"))[0] == 422
+    assert orders(admin) == 0
+
+
 def changed_body_422(post, admin):
     assert post(body(), h("k-422"))[0] == 201
     s, _, b = post(body(qty=3), h("k-422"))
@@ -201,7 +219,7 @@ def chunked_huge(port, admin, path="/orders", drains=False):
     assert orders(admin) == 0
 
 
-ALL = [retry_replays, changed_body_422, missing_key_400, handler_raises, handled_error, concurrent,
+ALL = [retry_replays, older_result_replays, changed_body_422, missing_key_400, handler_raises, handled_error, concurrent,
        callers_apart, hostile_input]
 
 

@@ -91,6 +91,27 @@ def test_wait_bounded(dsn, conn):
     holder.close()
 
 
+def test_status_wait_bounded(dsn, conn):
+    """eo_status waits for a claim in flight; `wait` bounds it (55P03), and lock_timeout is put
+    back after it in the caller's transaction, also when the key has no row."""
+    conn.execute("SET lock_timeout = '7s'")
+    conn.commit()
+    holder = psycopg.connect(dsn)
+    eo.claim(holder, "sw:1")
+    t0 = time.monotonic()
+    with pytest.raises(eo.Transient) as e:
+        eo.status(conn, "sw:1", wait=0.3)
+    assert e.value.sqlstate == "55P03" and time.monotonic() - t0 < 2
+    conn.rollback()
+    assert eo.status(conn, "sw:none", wait=0.3) is None
+    assert conn.execute("SHOW lock_timeout").fetchone()[0] == "7s"
+    holder.commit()                                           # done: the wait ends with its state
+    assert eo.status(conn, "sw:1", wait=0.3).state == "done"
+    assert eo.claim(conn, "sw:2", wait=0.3).claimed
+    assert conn.execute("SHOW lock_timeout").fetchone()[0] == "7s"
+    holder.close()
+
+
 def test_lease_takeover_stale_refused(conn):
     conn.autocommit = True
     first = eo.claim(conn, "l:1", lease=1)

@@ -1,4 +1,5 @@
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -16,9 +17,9 @@ from eo_client import astatus
 from eo_client.starlette import IdempotencyKeyMiddleware, connect_each_request, eo_connection
 
 
-def make_app(dsn):
+def make_app(dsn, connection=None):
     app = FastAPI()
-    app.add_middleware(IdempotencyKeyMiddleware, connection=connect_each_request(dsn),
+    app.add_middleware(IdempotencyKeyMiddleware, connection=connection or connect_each_request(dsn),
                        caller=lambda scope: dict(scope["headers"]).get(b"x-caller", b"").decode() or None, wait=0.5)
 
     @app.exception_handler(Invalid)
@@ -93,6 +94,39 @@ def test_fastapi_async_connection_is_the_claims(dsn, admin):
     r = TestClient(app).post("/peek", content=b"{}", headers=scenarios.h("k-peek"))
     assert r.status_code == 200 and r.json() == {"status": "claimed", "in_tx": True, "seen": "processing"}
 
+
+def test_fastapi_replay_is_one_statement(dsn, admin):
+    """A retry is answered from one eo_status on the autocommit connection: no BEGIN, no claim."""
+    sent = []
+
+    class Recording(psycopg.AsyncConnection):
+        def transaction(self, *a, **kw):
+            sent.append("BEGIN")
+            return super().transaction(*a, **kw)
+
+    class Cursor(psycopg.AsyncCursor):
+        async def execute(self, query, *a, **kw):
+            sent.append(query)
+            return await super().execute(query, *a, **kw)
+
+    held = []
+
+    @contextlib.asynccontextmanager
+    async def connection():                 # one connection, as a pool's: eo's schema is looked up once
+        if not held:
+            held.append(await Recording.connect(dsn, autocommit=True, cursor_factory=Cursor))
+        yield held[0]
+    app = make_app(dsn, connection)
+    post = poster(app)
+    assert post(scenarios.body(), scenarios.h("k-one"))[0] == 201
+    first = [q for q in sent if "pg_extension" not in q]
+    assert "eo_status(" in first[0] and "lock_timeout" in first[0]      # the first request: no row yet
+    assert [q for q in sent if "eo_claim(" in q] and "BEGIN" in sent
+    sent.clear()
+    s, hs, _ = post(scenarios.body(), scenarios.h("k-one"))
+    assert (s, hs.get("idempotent-replayed")) == (201, "true")
+    assert len(sent) == 1 and "eo_status(" in sent[0], sent
+    assert scenarios.orders(admin) == 1
 
 
 def test_fastapi_chunked_huge(server, admin, dsn):

@@ -52,14 +52,14 @@ class Statements:
         self.schema = schema
         self.version = version
         recovery = version not in ("0.2.0",)
-        self.claim = (
+        columns = (
             "SELECT c.status, c.result::pg_catalog.text, c.attempts, c.lease_token, "
             + _EPOCH.format("c.lease_expires_at") + ", "
             + _EPOCH.format("pg_catalog.clock_timestamp()") + ", c.result_expired, "
             + ("c.recovery_point, c.recovery_state::pg_catalog.text" if recovery
-               else "NULL::pg_catalog.text, NULL::pg_catalog.text")
-            + f" FROM {s}.eo_claim(%s::pg_catalog.text, %s::pg_catalog.text,"
-            " %s::pg_catalog.interval, %s::pg_catalog.text) c")
+               else "NULL::pg_catalog.text, NULL::pg_catalog.text"))
+        self.claim = columns + f" FROM {s}.eo_claim({_CLAIM_ARGS}) c"
+        self.claim_wait = _waiting(columns, f"{s}.eo_claim", _CLAIM_ARGS, "c")
         self.complete = (f"SELECT {s}.eo_complete(%s::pg_catalog.text, %s::pg_catalog.jsonb,"
                          " %s::pg_catalog.int8, %s::pg_catalog.text)")
         self.fail = (f"SELECT {s}.eo_fail(%s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.int8,"
@@ -68,10 +68,30 @@ class Statements:
             f"{s}.eo_extend(%s::pg_catalog.text, %s::pg_catalog.int8, %s::pg_catalog.interval, %s::pg_catalog.text)"))
         self.recovery_point = (f"SELECT {s}.eo_recovery_point(%s::pg_catalog.text, %s::pg_catalog.int8,"
                                " %s::pg_catalog.text, %s::pg_catalog.jsonb, %s::pg_catalog.text)")
-        self.status = (
-            "SELECT st.state, st.result::pg_catalog.text, st.attempts, st.lease_token, "
-            + _EPOCH.format("st.lease_expires_at") + ", st.last_error"
-            + f" FROM {s}.eo_status(%s::pg_catalog.text, %s::pg_catalog.text) st")
+        status = ("SELECT st.state, st.result::pg_catalog.text, st.attempts, st.lease_token, "
+                  + _EPOCH.format("st.lease_expires_at") + ", st.last_error")
+        self.status = status + f" FROM {s}.eo_status({_STATUS_ARGS}) st"
+        self.status_wait = _waiting(status, f"{s}.eo_status", _STATUS_ARGS, "st")
+
+
+_CLAIM_ARGS = "%s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.interval, %s::pg_catalog.text"
+_STATUS_ARGS = "%s::pg_catalog.text, %s::pg_catalog.text"
+
+
+def _waiting(columns: str, function: str, args: str, alias: str) -> str:
+    """A call of eo_claim or eo_status that waits at most the first parameter for a key in flight.
+
+    One statement, so one round trip: w sets lock_timeout before the call
+    (the key, its first argument, passes through w, so the call is joined
+    after it), and the select list puts the old value back once the call
+    has answered, also when eo_status has no row (the LEFT JOIN gives one of
+    NULLs). An error aborts the transaction, which undoes the setting too."""
+    key, rest = args.split(", ", 1)
+    return (columns + ", pg_catalog.set_config('lock_timeout', w.old, true)"
+            " FROM (SELECT pg_catalog.current_setting('lock_timeout') AS old,"
+            " pg_catalog.set_config('lock_timeout', %s::pg_catalog.text, true) AS new OFFSET 0) w"
+            f" LEFT JOIN LATERAL {function}(CASE WHEN w.new IS NOT NULL THEN {key} END, {rest}) {alias}"
+            " ON true")
 
 
 # --- reaching the DB-API connection under what the caller gives ------------
@@ -144,7 +164,7 @@ def _run(raw: Any, sql: str, params: Sequence[Any], *, claim: bool = False) -> O
 
 def run(conn: Any, name: str, params: Sequence[Any]) -> Optional[Tuple[Any, ...]]:
     raw = dbapi_of(conn)
-    return _run(raw, getattr(statements(raw), name), params, claim=(name == "claim"))
+    return _run(raw, getattr(statements(raw), name), params, claim=name.startswith("claim"))
 
 
 async def arun(conn: Any, name: str, params: Sequence[Any]) -> Optional[Tuple[Any, ...]]:
@@ -153,7 +173,7 @@ async def arun(conn: Any, name: str, params: Sequence[Any]) -> Optional[Tuple[An
     if st is None:
         st = _statements_from_row(await _arun(conn, FIND_EO, ()))
         _cache[conn] = st
-    return await _arun(conn, getattr(st, name), params, claim=(name == "claim"))
+    return await _arun(conn, getattr(st, name), params, claim=name.startswith("claim"))
 
 
 async def _arun(conn: Any, sql: str, params: Sequence[Any], *, claim: bool = False) -> Optional[Tuple[Any, ...]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from . import _sql
 from .errors import Busy, Dead, EoError, InvalidArgument
@@ -60,7 +60,7 @@ class _Outcome:
 
 
 def _outcome(cls: Any, conn: Any, key: str, scope: Optional[str], row: Any) -> Any:
-    status, result, attempts, token, expires, now, expired, point, state = row
+    status, result, attempts, token, expires, now, expired, point, state = row[:9]
     retry = None
     if status == BUSY:
         retry = 1
@@ -86,11 +86,6 @@ def _wait_params(wait: Optional[float]) -> Optional[str]:
     if wait is None:
         return None
     return f"{max(1, int(wait * 1000))}ms"
-
-
-_SET_LOCK_TIMEOUT = ("SELECT pg_catalog.current_setting('lock_timeout'),"
-                     " pg_catalog.set_config('lock_timeout', %s::pg_catalog.text, true)")
-_RESET_LOCK_TIMEOUT = "SELECT pg_catalog.set_config('lock_timeout', %s::pg_catalog.text, true)"
 
 
 class Claim(_Outcome):
@@ -152,10 +147,7 @@ def claim(conn: Any, key: str, *, fingerprint: Optional[str] = None, lease: Opti
     if wait is None:
         row = _sql.run(conn, "claim", params)
     else:
-        raw = _sql.dbapi_of(conn)
-        old = _sql._run(raw, _SET_LOCK_TIMEOUT, (_wait_params(wait),))[0]  # type: ignore[index]
-        row = _sql.run(conn, "claim", params)
-        _sql._run(raw, _RESET_LOCK_TIMEOUT, (old,))
+        row = _sql.run(conn, "claim_wait", (_wait_params(wait),) + params)
     return _outcome(Claim, conn, key, scope, row)
 
 
@@ -166,9 +158,7 @@ async def aclaim(conn: Any, key: str, *, fingerprint: Optional[str] = None, leas
     if wait is None:
         row = await _sql.arun(conn, "claim", params)
     else:
-        old = (await _sql._arun(conn, _SET_LOCK_TIMEOUT, (_wait_params(wait),)))[0]  # type: ignore[index]
-        row = await _sql.arun(conn, "claim", params)
-        await _sql._arun(conn, _RESET_LOCK_TIMEOUT, (old,))
+        row = await _sql.arun(conn, "claim_wait", (_wait_params(wait),) + params)
     return _outcome(AsyncClaim, conn, key, scope, row)
 
 
@@ -185,18 +175,27 @@ class KeyStatus:
 
 
 def _status(row: Any) -> Optional[KeyStatus]:
-    if row is None:
+    if row is None or row[0] is None:      # no row, or status_wait's row of NULLs
         return None
     return KeyStatus(row[0], _sql.from_json(row[1]), row[2], row[3], _sql.from_epoch(row[4]), row[5])
 
 
-def status(conn: Any, key: str, *, scope: Optional[str] = None) -> Optional[KeyStatus]:
-    """eo_status: a key's state without claiming it, or None for a key eo does not know."""
-    return _status(_sql.run(conn, "status", (_sql.check_key(key), scope)))
+def _status_call(key: str, scope: Optional[str], wait: Optional[float]) -> Tuple[str, tuple]:
+    params = (_sql.check_key(key), scope)
+    return ("status", params) if wait is None else ("status_wait", (_wait_params(wait),) + params)
 
 
-async def astatus(conn: Any, key: str, *, scope: Optional[str] = None) -> Optional[KeyStatus]:
-    return _status(await _sql.arun(conn, "status", (_sql.check_key(key), scope)))
+def status(conn: Any, key: str, *, scope: Optional[str] = None, wait: Optional[float] = None) -> Optional[KeyStatus]:
+    """eo_status: a key's state without claiming it, or None for a key eo does not know.
+
+    eo_status waits for a claim of the key in flight to end; ``wait`` bounds
+    that (in seconds) as for claim()."""
+    return _status(_sql.run(conn, *_status_call(key, scope, wait)))
+
+
+async def astatus(conn: Any, key: str, *, scope: Optional[str] = None,
+                  wait: Optional[float] = None) -> Optional[KeyStatus]:
+    return _status(await _sql.arun(conn, *_status_call(key, scope, wait)))
 
 
 __all__ = ["Claim", "AsyncClaim", "RecoveryPoint", "KeyStatus", "claim", "aclaim", "status", "astatus",

@@ -18,7 +18,7 @@ from django.db import connections, transaction
 from django.http import HttpResponse
 
 from . import http
-from .claims import claim
+from .claims import claim, status
 from .errors import EoError
 
 
@@ -67,6 +67,13 @@ class IdempotencyKeyMiddleware:
         if isinstance(prep, http.Answer):
             return _response(prep)
         try:
+            # a retry from one eo_status in autocommit; inside a transaction an
+            # earlier middleware opened, a failed read would abort it unseen
+            if not connections[self.using].in_atomic_block:
+                done = http.replay_done(o, prep, status(connections[self.using], prep.key, scope=o.eo_scope,
+                                                        wait=o.wait))
+                if done is not None:
+                    return _response(done)
             with transaction.atomic(using=self.using):
                 c = claim(connections[self.using], prep.key, fingerprint=prep.fingerprint, scope=o.eo_scope,
                           wait=o.wait)
@@ -83,7 +90,8 @@ class IdempotencyKeyMiddleware:
                     for n, v in response.items():
                         plain[n] = v
                     response = plain
-                result = http.stored(o, response.status_code, response.items(), response.content)
+                result = http.stored(o, response.status_code, response.items(), response.content,
+                                     prep.fingerprint)
                 if isinstance(result, http.Answer):
                     raise _Rollback(_response(result))
                 c.complete(result)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from flask import Flask, Response, g, request
 
 from . import http
-from .claims import claim
+from .claims import claim, status
 from .errors import EoError
 
 
@@ -107,8 +107,10 @@ class IdempotencyKey:
             self.release(conn)
             raise
         try:
-            c = claim(conn, prep.key, fingerprint=prep.fingerprint, scope=o.eo_scope, wait=o.wait)
-            early = http.answer_for(o, c)
+            early = http.replay_done(o, prep, status(conn, prep.key, scope=o.eo_scope, wait=o.wait))
+            if early is None:
+                c = claim(conn, prep.key, fingerprint=prep.fingerprint, scope=o.eo_scope, wait=o.wait)
+                early = http.answer_for(o, c)
         except EoError as e:
             self._end(conn, tx, False)
             a = http.answer_for_error(o, e)
@@ -121,7 +123,7 @@ class IdempotencyKey:
         if early is not None:
             self._end(conn, tx, False)
             return _response(early)
-        g._eo_open = (conn, tx, c)
+        g._eo_open = (conn, tx, c, prep.fingerprint)
         g.eo_conn, g.eo_claim = conn, c
         return None
 
@@ -135,12 +137,13 @@ class IdempotencyKey:
         opened = g.pop("_eo_open", None)
         if opened is None:
             return response
-        conn, tx, c = opened
+        conn, tx, c, fingerprint = opened
         if g.pop("_eo_raised", False) or http.releases(self.options, response.status_code):
             self._end(conn, tx, False)                # nothing stored: the key is released
             return response
         response.direct_passthrough = False
-        result = http.stored(self.options, response.status_code, response.headers.items(), response.get_data())
+        result = http.stored(self.options, response.status_code, response.headers.items(), response.get_data(),
+                             fingerprint)
         if isinstance(result, http.Answer):
             self._end(conn, tx, False)
             return _response(result)

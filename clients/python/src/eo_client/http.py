@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
-from .claims import _Outcome
+from .claims import KeyStatus, _Outcome
 from .errors import EoError, FingerprintMismatch, InvalidArgument, Rejected, Transient
 
 Headers = List[Tuple[str, str]]
@@ -152,10 +152,15 @@ def _header_ok(name: str, value: str) -> bool:
     return not any(c in value for c in "\r\n\x00") and not any(c in name for c in "\r\n\x00: ")
 
 
-def stored(o: Options, status: int, headers: Iterable[Tuple[str, str]], body: bytes) -> Union[dict, Answer]:
-    """The result eo_complete stores for a response, or the 500 to give if it is too big to store."""
+def stored(o: Options, status: int, headers: Iterable[Tuple[str, str]], body: bytes,
+           fingerprint: Optional[str] = None) -> Union[dict, Answer]:
+    """The result eo_complete stores for a response, or the 500 to give if it is too big to store.
+
+    The request's fingerprint goes with it, for replay_done."""
     kept = [[n, v] for n, v in headers if n.lower() in o.stored_headers and _header_ok(n, v)]
     result: dict = {"http_status": status, "headers": kept}
+    if fingerprint is not None:
+        result["request_fingerprint"] = fingerprint
     try:
         result["body"] = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -185,6 +190,20 @@ def replay(o: Options, result: Any) -> Answer:
     else:
         body = b""
     return Answer(status, headers + [("Idempotent-Replayed", "true")], body)
+
+
+def replay_done(o: Options, prep: Prepared, st: Optional[KeyStatus]) -> Optional[Answer]:
+    """The replay, if eo_status found the key done with a response stored for this very request.
+
+    A retry is answered from one eo_status outside any transaction, as a
+    processed-keys table answers it from one SELECT. Anything else (no key,
+    in flight, failed, dead, a result gone or stored by an older client, or
+    another request's fingerprint) goes to the claim, which decides."""
+    if st is None or st.state != "done" or not isinstance(st.result, Mapping):
+        return None
+    if st.result.get("request_fingerprint") != prep.fingerprint:
+        return None
+    return replay(o, st.result)
 
 
 def answer_for(o: Options, claim: _Outcome) -> Optional[Answer]:

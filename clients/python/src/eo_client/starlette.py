@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
 from starlette.requests import Request
 
 from . import http
-from .claims import aclaim
+from .claims import aclaim, astatus
 from .errors import EoError
 
 
@@ -122,6 +122,9 @@ class IdempotencyKeyMiddleware:
         assert prep is not None
         async with self.connection() as conn:
             try:
+                done = http.replay_done(o, prep, await astatus(conn, prep.key, scope=o.eo_scope, wait=o.wait))
+                if done is not None:
+                    raise _Done(done)
                 async with conn.transaction():
                     c = await aclaim(conn, prep.key, fingerprint=prep.fingerprint, scope=o.eo_scope, wait=o.wait)
                     early = http.answer_for(o, c)
@@ -133,7 +136,7 @@ class IdempotencyKeyMiddleware:
                     answer = http.Answer(status, out_headers, out_body)
                     if state.get("eo_raised") or http.releases(o, status):
                         raise _Done(answer)          # nothing stored: the key is released
-                    result = http.stored(o, status, out_headers, out_body)
+                    result = http.stored(o, status, out_headers, out_body, prep.fingerprint)
                     if isinstance(result, http.Answer):
                         raise _Done(result)
                     await c.complete(result)
