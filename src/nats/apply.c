@@ -307,23 +307,26 @@ claim_failed(Applier *a, PGresult *res, const char *id)
 	return REFUSED;
 }
 
-/* What eo_claim's status means for the message (the claim is rolled back but for claimed). */
+/* What eo_claim's status means for the message: STOP for a status this program does not know. */
+static Outcome
+status_outcome(const char *status)
+{
+	return strcmp(status, "claimed") == 0 ? APPLIED :
+		strcmp(status, "duplicate") == 0 ? DUPLICATE : strcmp(status, "busy") == 0 ? BUSY :
+		strcmp(status, "dead") == 0 || strcmp(status, "rejected") == 0 ? DEAD : STOP;
+}
+
+/* The same, said in the log if it stops (the claim is rolled back but for claimed). */
 static Outcome
 claim_status(Applier *a, const char *status)
 {
 	char		shown[32];
+	Outcome		o = status_outcome(status);
 
-	if (strcmp(status, "claimed") == 0)
-		return APPLIED;
-	if (strcmp(status, "duplicate") == 0)
-		return DUPLICATE;
-	if (strcmp(status, "busy") == 0)
-		return BUSY;
-	if (strcmp(status, "dead") == 0 || strcmp(status, "rejected") == 0)
-		return DEAD;
-	log_msg("error", "stopping: eo_claim answered \"%s\", a status this eo_nats does not know",
-			printable(status, shown, sizeof(shown)));
-	return STOP;
+	if (o == STOP)
+		log_msg("error", "stopping: eo_claim answered \"%s\", a status this eo_nats does not know",
+				printable(status, shown, sizeof(shown)));
+	return o;
 }
 
 /* --sql and COMMIT, once the message's id is claimed. */
@@ -398,6 +401,86 @@ quiet_ok(PGconn *pg, const char *sql, ExecStatusType want)
 	return quiet_result(pg_exec(pg, sql), want, NULL);
 }
 
+/* st is prepared in this session (a pipeline cannot prepare); errors stay quiet. */
+static bool
+prepared(PGconn *pg, PgStatement *st)
+{
+	PGresult   *res = pg_prepare(pg, st);
+
+	PQclear(res);
+	return res == NULL;
+}
+
+/*
+ * Claim ids[from..to) (at most PG_PIPELINE_MAX - 1) in one round trip,
+ * after BEGIN if `begin`: out[i] as eo_claim said.  False if any step
+ * failed or a status is not known.
+ */
+static bool
+claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome *out)
+{
+	PgStep		steps[PG_PIPELINE_MAX];
+	PGresult   *res[PG_PIPELINE_MAX];
+	const char *params[PG_PIPELINE_MAX][2];
+	int			n = 0;
+	bool		ok;
+
+	if (begin)
+		steps[n++] = (PgStep) {NULL, "BEGIN", NULL};
+	for (int i = from; i < to; i++, n++)
+	{
+		params[n][0] = ids[i];
+		params[n][1] = a->cfg->scope;
+		steps[n] = (PgStep) {&claim_stmt, NULL, params[n]};
+	}
+	ok = pg_pipeline(a->pg, steps, n, res);
+	for (int j = 0; j < n; j++)
+	{
+		Outcome    *o = &out[from + j - (begin ? 1 : 0)];	/* a claim's */
+
+		if (ok && steps[j].st == NULL)
+			ok = PQresultStatus(res[j]) == PGRES_COMMAND_OK;
+		else if (ok)
+		{
+			ok = PQresultStatus(res[j]) == PGRES_TUPLES_OK && PQntuples(res[j]) == 1;
+			*o = ok ? status_outcome(PQgetvalue(res[j], 0, 0)) : STOP;
+			ok = *o != STOP;
+		}
+		PQclear(res[j]);
+	}
+	return ok;
+}
+
+/* --sql for message i, then COMMIT if `commit`, in one round trip. */
+static bool
+sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool commit)
+{
+	PgStep		steps[2] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
+	PGresult   *res[2];
+	Args		args;
+	int			n = 0;
+	bool		ok = true;
+
+	if (msg != NULL)
+	{
+		(void) args_make(&args, msg, id);
+		steps[n++] = (PgStep) {&sql_stmt, NULL, args.params};
+	}
+	if (commit)
+		steps[n++] = (PgStep) {NULL, "COMMIT", NULL};
+	ok = pg_pipeline(a->pg, steps, n, res);
+	for (int j = 0; j < n; j++)
+	{
+		ExecStatusType got = PQresultStatus(res[j]);
+
+		ok = ok && (got == PGRES_COMMAND_OK || (steps[j].st != NULL && got == PGRES_TUPLES_OK));
+		PQclear(res[j]);
+	}
+	if (msg != NULL)
+		args_free(&args);
+	return ok;
+}
+
 /*
  * Apply the n messages of a fetch (ids[i] its Nats-Msg-Id, all with
  * JSON payloads) in one transaction: each claimed and, if new, applied,
@@ -407,38 +490,35 @@ quiet_ok(PGconn *pg, const char *sql, ExecStatusType want)
  * of the batch committed, if any statement failed, COMMIT was refused,
  * or eo_claim said something else: the caller then applies each message
  * on its own (apply_one), where a failure is judged for that message.
+ *
+ * Round trips: BEGIN and the claims go together (in chunks of a
+ * pipeline's size), then --sql of each new message but the last, then
+ * the last one's with COMMIT.  A message a fetch (the paced case) is two
+ * round trips, not four: what the server spends per statement is mostly
+ * its socket's wake-up, read and write.  The claims all come before the
+ * first --sql; in one transaction that changes nothing: the effects run
+ * in the messages' order, and an id twice in the fetch is claimed, then
+ * a duplicate, as before.
  */
 static bool
 apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 {
 	PGconn	   *pg = a->pg;
-	bool		ok = quiet_ok(pg, "BEGIN", PGRES_COMMAND_OK);
+	int			chunk = PG_PIPELINE_MAX - 1;
+	int			last = -1;
+	bool		ok = prepared(pg, &claim_stmt) && prepared(pg, &sql_stmt);
 
+	for (int from = 0; ok && from < n; from += chunk)
+		ok = claim_chunk(a, ids, from, from + chunk < n ? from + chunk : n, from == 0, out);
 	for (int i = 0; ok && i < n; i++)
-	{
-		const char *claim_params[2] = {ids[i], a->cfg->scope};
-		PGresult   *res = NULL;
-		Args		args;
-		const char *status;
-
-		ok = quiet_result(pg_exec_statement(pg, &claim_stmt, claim_params), PGRES_TUPLES_OK, &res);
-		if (!ok)
-			break;
-		status = PQgetvalue(res, 0, 0);
-		out[i] = strcmp(status, "claimed") == 0 ? APPLIED :
-			strcmp(status, "duplicate") == 0 ? DUPLICATE : strcmp(status, "busy") == 0 ? BUSY :
-			strcmp(status, "dead") == 0 || strcmp(status, "rejected") == 0 ? DEAD : STOP;
-		PQclear(res);
-		ok = out[i] != STOP;
-		if (out[i] != APPLIED)
-			continue;
-		(void) args_make(&args, msgs[i], ids[i]);
-		ok = quiet_result(pg_exec_statement(pg, &sql_stmt, args.params), PGRES_TUPLES_OK, NULL);
-		args_free(&args);
-	}
+		if (out[i] == APPLIED)
+			last = i;
+	for (int i = 0; ok && i < last; i++)
+		if (out[i] == APPLIED)
+			ok = sql_and_commit(a, msgs[i], ids[i], false);
 	if (ok)
-		ok = quiet_ok(pg, "COMMIT", PGRES_COMMAND_OK);
-	else if (!pg_conn_lost(pg))
+		ok = sql_and_commit(a, last >= 0 ? msgs[last] : NULL, last >= 0 ? ids[last] : NULL, true);
+	if (!ok && !pg_conn_lost(pg) && PQtransactionStatus(pg) != PQTRANS_IDLE)
 		(void) quiet_ok(pg, "ROLLBACK", PGRES_COMMAND_OK);
 	if (ok)
 		crash_point("after-commit");

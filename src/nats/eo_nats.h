@@ -192,6 +192,20 @@ typedef struct PgStatement
 
 extern PGresult *pg_prepare(PGconn *conn, PgStatement *st);
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
+extern void pg_statement_result(PgStatement *st, PGresult *res);
+extern void pg_conn_break(PGconn *conn);
+
+/* pgpipe.c: statements in one round trip */
+typedef struct PgStep
+{
+	PgStatement *st;			/* a prepared statement with params, or */
+	const char *sql;			/* a command without parameters */
+	const char *const *params;
+} PgStep;
+
+#define PG_PIPELINE_MAX 64		/* steps in one pipeline: their answers fit a socket buffer */
+
+extern bool pg_pipeline(PGconn *conn, const PgStep *steps, int n, PGresult **res);
 
 /* forward.c, apply.c, admin.c: the commands */
 extern int	forward_main(const Config *cfg);

@@ -53,6 +53,9 @@ static char eo_schema[200];
 /* The session was refused a write (25006): replace it at the next pg_ensure. */
 static bool session_read_only = false;
 
+/* The session cannot be used any more (pg_conn_break): make a new one. */
+static bool session_broken = false;
+
 /*
  * Everything the database's owner can set (ALTER DATABASE ... SET) that
  * would change what eo_nats's statements or a --sql mean, or how long
@@ -384,6 +387,7 @@ pg_connect(const Config *cfg, int *exit_code)
 			{
 				session++;
 				session_read_only = false;
+				session_broken = false;
 				log_msg("info", "connected to PostgreSQL database \"%s\" as \"%s\" at \"%s\", port %s",
 						PQdb(conn), PQuser(conn), PQhost(conn), PQport(conn));
 				return conn;
@@ -412,7 +416,7 @@ pg_connect(const Config *cfg, int *exit_code)
 PGconn *
 pg_ensure(PGconn *conn, const Config *cfg, int *exit_code)
 {
-	if (conn != NULL && PQstatus(conn) == CONNECTION_OK && !session_read_only)
+	if (conn != NULL && PQstatus(conn) == CONNECTION_OK && !session_read_only && !session_broken)
 		return conn;
 	if (conn != NULL)
 	{
@@ -426,7 +430,15 @@ pg_ensure(PGconn *conn, const Config *cfg, int *exit_code)
 bool
 pg_conn_lost(PGconn *conn)
 {
-	return PQstatus(conn) != CONNECTION_OK;
+	return PQstatus(conn) != CONNECTION_OK || session_broken;
+}
+
+/* The session is in a state no statement can follow (a pipeline not left): lost. */
+void
+pg_conn_break(PGconn *conn)
+{
+	(void) conn;
+	session_broken = true;
 }
 
 const char *
@@ -549,6 +561,22 @@ pg_prepare(PGconn *conn, PgStatement *st)
 	return NULL;
 }
 
+/*
+ * st came back as res: if the server no longer knows it (26000) or its
+ * result columns changed (0A000, prepared again under a new name), it is
+ * prepared again at its next use.
+ */
+void
+pg_statement_result(PgStatement *st, PGresult *res)
+{
+	if (PQresultStatus(res) != PGRES_FATAL_ERROR)
+		return;
+	if (sqlstate_is(res, "0A000"))
+		st->version++;
+	if (sqlstate_is(res, "0A000") || sqlstate_is(res, "26000"))
+		st->session = 0;
+}
+
 PGresult *
 pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params)
 {
@@ -559,14 +587,9 @@ pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params)
 		if ((res = pg_prepare(conn, st)) != NULL)
 			return res;
 		res = PQexecPrepared(conn, st->prepared_as, st->nparams, params, NULL, NULL, 0);
-		if (sqlstate_is(res, "0A000"))
-		{
-			st->version++;
-			st->session = 0;
-		}
+		pg_statement_result(st, res);
 		if (attempt > 0 || PQresultStatus(res) != PGRES_FATAL_ERROR || !sqlstate_is(res, "26000"))
 			return res;
-		st->session = 0;
 		if (PQtransactionStatus(conn) != PQTRANS_IDLE)
 			return res;
 		PQclear(res);

@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ * pgpipe.c
+ *	  Several statements in one round trip (libpq's pipeline mode).  The
+ *	  server reads them together and answers them together: one wake-up,
+ *	  one read and one write of its socket for all of them instead of one
+ *	  each, which is most of what a short statement costs it.
+ *
+ * The caller sends everything before it reads anything, so the server's
+ * answers to one pipeline must fit in the socket's buffers: a server
+ * blocked writing answers stops reading, and both would wait for ever.
+ * Callers keep pipelines short, and of statements with small answers
+ * (PG_PIPELINE_MAX).
+ *-------------------------------------------------------------------------
+ */
+#include <stdlib.h>
+
+#include "eo_nats.h"
+
+/* Read what is left of the pipeline's answers and leave pipeline mode. */
+static bool
+pipeline_leave(PGconn *conn)
+{
+	PGresult   *res;
+
+	if (PQexitPipelineMode(conn) == 1)
+		return true;
+	/* answers not read (a send failed half way): drain them, once */
+	while (PQpipelineStatus(conn) != PQ_PIPELINE_OFF && (res = PQgetResult(conn)) != NULL)
+	{
+		bool		sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+
+		PQclear(res);
+		if (sync)
+			break;
+	}
+	return PQexitPipelineMode(conn) == 1;
+}
+
+/* Send step s: a prepared statement or a command without parameters. */
+static bool
+send_step(PGconn *conn, const PgStep *s)
+{
+	if (s->st != NULL)
+		return PQsendQueryPrepared(conn, s->st->prepared_as, s->st->nparams, s->params,
+								   NULL, NULL, 0) == 1;
+	return PQsendQueryParams(conn, s->sql, 0, NULL, NULL, NULL, NULL, 0) == 1;
+}
+
+/*
+ * Run steps[0..n) in one pipeline with one Sync, their results in res[]
+ * (each to be PQclear'ed; a step after one that failed comes back
+ * PGRES_PIPELINE_ABORTED, and an explicit transaction stays aborted: the
+ * caller rolls it back).  Statements must be prepared already
+ * (pg_prepare): a pipeline cannot prepare.  Returns false, every res[i]
+ * NULL, if the pipeline could not be run: the connection broke, or the
+ * pipeline could not be left (then the connection is of no further use;
+ * pg_conn_lost says so).
+ */
+bool
+pg_pipeline(PGconn *conn, const PgStep *steps, int n, PGresult **res)
+{
+	bool		ok;
+	int			sent = 0;
+	PGresult   *sync;
+
+	for (int i = 0; i < n; i++)
+		res[i] = NULL;
+	if (n > PG_PIPELINE_MAX || PQenterPipelineMode(conn) != 1)
+		return false;
+	for (ok = true; ok && sent < n; sent++)
+		ok = send_step(conn, &steps[sent]);
+	ok = ok && PQpipelineSync(conn) == 1;
+	for (int i = 0; ok && i < n; i++)
+	{
+		PGresult   *r;
+
+		/* each step's results end with a NULL; the first is its answer */
+		while ((r = PQgetResult(conn)) != NULL)
+		{
+			if (res[i] == NULL)
+				res[i] = r;
+			else
+				PQclear(r);
+		}
+		ok = res[i] != NULL;
+		if (ok && steps[i].st != NULL)
+			pg_statement_result(steps[i].st, res[i]);
+	}
+	sync = ok ? PQgetResult(conn) : NULL;
+	ok = ok && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+	PQclear(sync);
+	if (pipeline_leave(conn) && ok)
+		return true;
+	for (int i = 0; i < n; i++)
+	{
+		PQclear(res[i]);
+		res[i] = NULL;
+	}
+	if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF)
+		pg_conn_break(conn);
+	return false;
+}
