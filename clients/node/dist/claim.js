@@ -98,7 +98,7 @@ class Claim {
         const s = await q.eoSchema(db);
         const token = this.needToken('recoveryPoint');
         try {
-            await db.query(q.statement(q.recoveryPointSql(s), [this.key, token, point, q.jsonParam(state), this.scope]));
+            await db.query(q.recoveryPointSql(s), [this.key, token, point, q.jsonParam(state), this.scope]);
         }
         catch (e) {
             throw (0, errors_1.translate)(e, this.key, 'complete');
@@ -134,7 +134,7 @@ async function claim(db, key, opts = {}) {
     const wait = leaseMs === null ? waitParam(opts.waitMs) : null;
     let row;
     try {
-        const r = await db.query(wait === null ? q.statement(q.claimSql(s), params) : q.statement(q.claimWaitSql(s), [wait, ...params]));
+        const r = wait === null ? await db.query(q.claimSql(s), params) : await db.query(q.claimWaitSql(s), [wait, ...params]);
         row = r.rows[0];
     }
     catch (e) {
@@ -145,7 +145,7 @@ async function claim(db, key, opts = {}) {
 async function complete(db, key, result, opts = {}) {
     const s = await q.eoSchema(db);
     try {
-        await db.query(q.statement(q.completeSql(s), [key, q.jsonParam(result), opts.token ?? null, opts.scope ?? null]));
+        await db.query(q.completeSql(s), [key, q.jsonParam(result), opts.token ?? null, opts.scope ?? null]);
     }
     catch (e) {
         throw (0, errors_1.translate)(e, key, 'complete');
@@ -154,7 +154,7 @@ async function complete(db, key, result, opts = {}) {
 async function fail(db, key, error, opts = {}) {
     const s = await q.eoSchema(db);
     try {
-        const r = await db.query(q.statement(q.failSql(s), [
+        const r = await db.query(q.failSql(s), [
             key,
             error ?? null,
             opts.token ?? null,
@@ -162,7 +162,7 @@ async function fail(db, key, error, opts = {}) {
             opts.scope ?? null,
             opts.sqlstate ?? null,
             opts.final ?? null,
-        ]));
+        ]);
         return r.rows[0].outcome;
     }
     catch (e) {
@@ -172,7 +172,7 @@ async function fail(db, key, error, opts = {}) {
 async function extend(db, key, token, leaseMs, scope = null) {
     const s = await q.eoSchema(db);
     try {
-        const r = await db.query(q.statement(q.extendSql(s), [key, token, q.secondsParam(leaseMs), scope]));
+        const r = await db.query(q.extendSql(s), [key, token, q.secondsParam(leaseMs), scope]);
         return q.toDate(r.rows[0].expires);
     }
     catch (e) {
@@ -194,7 +194,7 @@ async function status(db, key, opts = {}) {
     const params = [key, opts.scope ?? null];
     let r;
     try {
-        r = await db.query(wait === null ? q.statement(q.statusSql(s), params) : q.statement(q.statusWaitSql(s), [wait, ...params]));
+        r = wait === null ? await db.query(q.statusSql(s), params) : await db.query(q.statusWaitSql(s), [wait, ...params]);
     }
     catch (e) {
         throw (0, errors_1.translate)(e, key, 'other');

@@ -14,7 +14,7 @@ var __exportStar = (this && this.__exportStar) || function(m, exports) {
     for (var p in m) if (p !== "default" && !Object.prototype.hasOwnProperty.call(exports, p)) __createBinding(exports, m, p);
 };
 Object.defineProperty(exports, "__esModule", { value: true });
-exports.fastifyIdempotency = exports.expressIdempotencyErrors = exports.expressIdempotency = exports.defaultCaller = exports.defaultFingerprint = exports.DEFAULT_RELEASED = exports.DEFAULT_REPLAY_HEADERS = exports.transaction = exports.applyBatch = exports.applyMessage = exports.withLease = exports.usePreparedStatements = exports.Claim = exports.status = exports.extend = exports.fail = exports.complete = exports.claim = void 0;
+exports.fastifyIdempotency = exports.expressIdempotencyErrors = exports.expressIdempotency = exports.defaultCaller = exports.defaultFingerprint = exports.DEFAULT_RELEASED = exports.DEFAULT_REPLAY_HEADERS = exports.transaction = exports.applyBatch = exports.applyMessage = exports.withLease = exports.Claim = exports.status = exports.extend = exports.fail = exports.complete = exports.claim = void 0;
 var claim_1 = require("./claim");
 Object.defineProperty(exports, "claim", { enumerable: true, get: function () { return claim_1.claim; } });
 Object.defineProperty(exports, "complete", { enumerable: true, get: function () { return claim_1.complete; } });
@@ -23,8 +23,6 @@ Object.defineProperty(exports, "extend", { enumerable: true, get: function () { 
 Object.defineProperty(exports, "status", { enumerable: true, get: function () { return claim_1.status; } });
 Object.defineProperty(exports, "Claim", { enumerable: true, get: function () { return claim_1.Claim; } });
 __exportStar(require("./errors"), exports);
-var sql_1 = require("./sql");
-Object.defineProperty(exports, "usePreparedStatements", { enumerable: true, get: function () { return sql_1.usePreparedStatements; } });
 var lease_1 = require("./lease");
 Object.defineProperty(exports, "withLease", { enumerable: true, get: function () { return lease_1.withLease; } });
 var inbox_1 = require("./inbox");

@@ -18,13 +18,6 @@ export declare function recoveryPointSql(s: string): string;
 export declare function statusSql(s: string): string;
 /** statusSql waiting at most $1 for a claim in flight (eo_status waits for it): key and scope are $2, $3. */
 export declare function statusWaitSql(s: string): string;
-export declare function usePreparedStatements(on: boolean): void;
-/** The query config for `text` with `values`: named by a hash of its text. */
-export declare function statement(text: string, values: unknown[]): {
-    text: string;
-    values: unknown[];
-    name?: string;
-};
 export declare function toDate(epoch: string | null): Date | null;
 export declare function toInt(s: string | null): number | null;
 export declare function toJson(s: string | null): unknown;

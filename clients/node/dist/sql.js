@@ -9,30 +9,11 @@ exports.extendSql = extendSql;
 exports.recoveryPointSql = recoveryPointSql;
 exports.statusSql = statusSql;
 exports.statusWaitSql = statusWaitSql;
-exports.usePreparedStatements = usePreparedStatements;
-exports.statement = statement;
 exports.toDate = toDate;
 exports.toInt = toInt;
 exports.toJson = toJson;
 exports.jsonParam = jsonParam;
 exports.secondsParam = secondsParam;
-/*
- * Statements that resolve only to eo's objects and the catalog's.
- *
- * The database's owner is not trusted (docs/security.md, Threat model):
- * she can set the session's search_path and put functions, operators and
- * types that look like the catalog's or eo's in a schema of hers.  This
- * client runs in the caller's own session and transaction, so it cannot
- * set search_path for itself (that would change the meaning of the
- * caller's SQL).  Instead every statement it sends names everything
- * explicitly, as eo_nats does (src/nats/pgconn.c): eo's functions
- * qualified with the schema found in pg_catalog.pg_extension, operators as
- * OPERATOR(pg_catalog.=), casts to pg_catalog types.  Every value goes as
- * a parameter, and every column comes back as text, parsed here, so that
- * neither the caller's type parsers nor the owner's DateStyle change what
- * is read.
- */
-const node_crypto_1 = require("node:crypto");
 const errors_1 = require("./errors");
 /** eo's schema, quoted, with the functions this client calls verified. */
 const schemaCache = new WeakMap();
@@ -142,30 +123,6 @@ function waiting(columns, call, alias) {
         " FROM (SELECT pg_catalog.current_setting('lock_timeout') AS old," +
         " pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true) AS new OFFSET 0) w" +
         ` LEFT JOIN LATERAL ${call} ${alias} ON true`);
-}
-/*
- * eo's statements go by name: node-postgres prepares a named statement once
- * per connection, so the server parses and plans it once, not at every
- * call (a replay's eo_status cost the server half again as much unnamed).
- * Behind a pooler that moves sessions between server connections at each
- * transaction (PgBouncer in transaction mode before 1.21), names do not
- * survive: usePreparedStatements(false) sends them unnamed.
- */
-let prepared = true;
-const names = new Map();
-function usePreparedStatements(on) {
-    prepared = on;
-}
-/** The query config for `text` with `values`: named by a hash of its text. */
-function statement(text, values) {
-    if (!prepared)
-        return { text, values };
-    let name = names.get(text);
-    if (name === undefined) {
-        name = 'eo_client_' + (0, node_crypto_1.createHash)('sha256').update(text).digest('hex').slice(0, 24);
-        names.set(text, name);
-    }
-    return { name, text, values };
 }
 /* Parsers of the text columns. */
 function toDate(epoch) {

@@ -1,10 +1,6 @@
 /** What the client needs of a pg Client, PoolClient or Pool. */
 export interface Queryable {
-    query(text: string | {
-        text: string;
-        values?: unknown[];
-        name?: string;
-    }, values?: unknown[]): Promise<{
+    query(text: string, values?: unknown[]): Promise<{
         rows: any[];
         rowCount: number | null;
     }>;

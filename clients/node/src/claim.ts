@@ -108,7 +108,7 @@ export class Claim {
     const s = await q.eoSchema(db);
     const token = this.needToken('recoveryPoint');
     try {
-      await db.query(q.statement(q.recoveryPointSql(s), [this.key, token, point, q.jsonParam(state), this.scope]));
+      await db.query(q.recoveryPointSql(s), [this.key, token, point, q.jsonParam(state), this.scope]);
     } catch (e) {
       throw translate(e, this.key, 'complete');
     }
@@ -147,7 +147,7 @@ export async function claim(db: Queryable, key: string, opts: ClaimOptions = {})
   const wait = leaseMs === null ? waitParam(opts.waitMs) : null;
   let row: Record<string, string | null>;
   try {
-    const r = await db.query(wait === null ? q.statement(q.claimSql(s), params) : q.statement(q.claimWaitSql(s), [wait, ...params]));
+    const r = wait === null ? await db.query(q.claimSql(s), params) : await db.query(q.claimWaitSql(s), [wait, ...params]);
     row = r.rows[0];
   } catch (e) {
     throw translate(e, key, 'claim');
@@ -163,7 +163,7 @@ export async function complete(
 ): Promise<void> {
   const s = await q.eoSchema(db);
   try {
-    await db.query(q.statement(q.completeSql(s), [key, q.jsonParam(result), opts.token ?? null, opts.scope ?? null]));
+    await db.query(q.completeSql(s), [key, q.jsonParam(result), opts.token ?? null, opts.scope ?? null]);
   } catch (e) {
     throw translate(e, key, 'complete');
   }
@@ -177,7 +177,7 @@ export async function fail(
 ): Promise<FailOutcome> {
   const s = await q.eoSchema(db);
   try {
-    const r = await db.query(q.statement(q.failSql(s), [
+    const r = await db.query(q.failSql(s), [
       key,
       error ?? null,
       opts.token ?? null,
@@ -185,7 +185,7 @@ export async function fail(
       opts.scope ?? null,
       opts.sqlstate ?? null,
       opts.final ?? null,
-    ]));
+    ]);
     return r.rows[0].outcome as FailOutcome;
   } catch (e) {
     throw translate(e, key, 'other');
@@ -195,7 +195,7 @@ export async function fail(
 export async function extend(db: Queryable, key: string, token: number, leaseMs: number, scope: string | null = null): Promise<Date> {
   const s = await q.eoSchema(db);
   try {
-    const r = await db.query(q.statement(q.extendSql(s), [key, token, q.secondsParam(leaseMs), scope]));
+    const r = await db.query(q.extendSql(s), [key, token, q.secondsParam(leaseMs), scope]);
     return q.toDate(r.rows[0].expires) as Date;
   } catch (e) {
     throw translate(e, key, 'other');
@@ -222,7 +222,7 @@ export async function status(
   const params = [key, opts.scope ?? null];
   let r;
   try {
-    r = await db.query(wait === null ? q.statement(q.statusSql(s), params) : q.statement(q.statusWaitSql(s), [wait, ...params]));
+    r = wait === null ? await db.query(q.statusSql(s), params) : await db.query(q.statusWaitSql(s), [wait, ...params]);
   } catch (e) {
     throw translate(e, key, 'other');
   }

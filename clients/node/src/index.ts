@@ -2,7 +2,6 @@ export type { Queryable, PoolLike, ClientLike } from './types';
 export { claim, complete, fail, extend, status, Claim } from './claim';
 export type { ClaimStatus, ClaimOptions, FailOptions, FailOutcome, KeyStatus } from './claim';
 export * from './errors';
-export { usePreparedStatements } from './sql';
 export { withLease } from './lease';
 export type { Lease, LeaseOptions, LeaseOutcome } from './lease';
 export { applyMessage, applyBatch, transaction } from './inbox';

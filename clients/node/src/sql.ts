@@ -14,7 +14,6 @@
  * neither the caller's type parsers nor the owner's DateStyle change what
  * is read.
  */
-import { createHash } from 'node:crypto';
 import type { Queryable } from './types';
 import { EoSetupError } from './errors';
 
@@ -160,32 +159,6 @@ function waiting(columns: string, call: string, alias: string): string {
     " pg_catalog.set_config('lock_timeout', $1::pg_catalog.text, true) AS new OFFSET 0) w" +
     ` LEFT JOIN LATERAL ${call} ${alias} ON true`
   );
-}
-
-/*
- * eo's statements go by name: node-postgres prepares a named statement once
- * per connection, so the server parses and plans it once, not at every
- * call (a replay's eo_status cost the server half again as much unnamed).
- * Behind a pooler that moves sessions between server connections at each
- * transaction (PgBouncer in transaction mode before 1.21), names do not
- * survive: usePreparedStatements(false) sends them unnamed.
- */
-let prepared = true;
-const names = new Map<string, string>();
-
-export function usePreparedStatements(on: boolean): void {
-  prepared = on;
-}
-
-/** The query config for `text` with `values`: named by a hash of its text. */
-export function statement(text: string, values: unknown[]): { text: string; values: unknown[]; name?: string } {
-  if (!prepared) return { text, values };
-  let name = names.get(text);
-  if (name === undefined) {
-    name = 'eo_client_' + createHash('sha256').update(text).digest('hex').slice(0, 24);
-    names.set(text, name);
-  }
-  return { name, text, values };
 }
 
 /* Parsers of the text columns. */

@@ -1,9 +1,6 @@
 /** What the client needs of a pg Client, PoolClient or Pool. */
 export interface Queryable {
-  query(
-    text: string | { text: string; values?: unknown[]; name?: string },
-    values?: unknown[]
-  ): Promise<{ rows: any[]; rowCount: number | null }>;
+  query(text: string, values?: unknown[]): Promise<{ rows: any[]; rowCount: number | null }>;
 }
 
 /** A pg.Pool, or anything that hands out clients the same way. */

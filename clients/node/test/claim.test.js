@@ -123,25 +123,6 @@ test('eo_status waits at most waitMs for a claim in flight; lock_timeout is put 
   }
 });
 
-test('eo\'s statements are prepared once per connection, by name; usePreparedStatements(false) sends them unnamed', async () => {
-  const names = async (db) =>
-    (await db.query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'eo\\_client\\_%'")).rows[0].n;
-  const db = await env.pool({ max: 1 }).connect();   // a connection of its own: nothing prepared yet
-  try {
-    await tx(async (c) => (await eo.claim(c, 'named:1')).complete({ n: 1 }));
-    assert.equal((await eo.status(db, 'named:1')).state, 'done');
-    assert.equal((await eo.status(db, 'named:1')).state, 'done');
-    assert.equal(await names(db), 1, 'eo_status prepared once on this connection');
-    eo.usePreparedStatements(false);
-    await db.query('DEALLOCATE ALL');
-    assert.equal((await eo.status(db, 'named:1', { waitMs: 100 })).state, 'done');
-    assert.equal(await names(db), 0);
-  } finally {
-    eo.usePreparedStatements(true);
-    db.release(true);   // node-postgres still believes its statements are prepared: a new connection
-  }
-});
-
 test('lease mode: busy, takeover after expiry, the stale holder refused (StaleTokenError)', async () => {
   const first = await eo.claim(pool, 'lease:1', { leaseMs: 1000 });
   assert.equal(first.status, 'claimed');
