@@ -150,10 +150,24 @@ def _reraise(e: Exception, claim: bool) -> None:
     raise t from e
 
 
+def _unprepared(cur: Any) -> dict:
+    """execute()'s arguments that keep psycopg 3 from preparing the statement.
+
+    psycopg 3 prepares a query by itself once it has run prepare_threshold
+    times, under a name code in the session can find in
+    pg_prepared_statements.  Code the client does not trust runs in the
+    session (a database owner's trigger on a table the application
+    writes, one a role with only TRIGGER on an outbox adds): PREPARE and
+    DEALLOCATE work from PL/pgSQL, so it could put its own statement under
+    that name, and every later call of eo's would run it.  Unprepared, each
+    call is parsed from the client's own text.  (psycopg2 never prepares.)"""
+    return {"prepare": False} if type(cur).__module__.split(".")[0] == "psycopg" else {}
+
+
 def _run(raw: Any, sql: str, params: Sequence[Any], *, claim: bool = False) -> Optional[Tuple[Any, ...]]:
     cur = raw.cursor()
     try:
-        cur.execute(sql, tuple(params))
+        cur.execute(sql, tuple(params), **_unprepared(cur))
         return cur.fetchone()
     except Exception as e:
         _reraise(e, claim)
@@ -179,7 +193,7 @@ async def arun(conn: Any, name: str, params: Sequence[Any]) -> Optional[Tuple[An
 async def _arun(conn: Any, sql: str, params: Sequence[Any], *, claim: bool = False) -> Optional[Tuple[Any, ...]]:
     cur = conn.cursor()
     try:
-        await cur.execute(sql, tuple(params))
+        await cur.execute(sql, tuple(params), **_unprepared(cur))
         return await cur.fetchone()
     except Exception as e:
         _reraise(e, claim)
