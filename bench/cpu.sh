@@ -28,6 +28,15 @@
 #                (no FunctionScan: see docs/performance.md)
 #   hand         INSERT PROCESSING ON CONFLICT, the change, UPDATE to DONE with a result
 #   eo           eo_claim, the change, eo_complete with the result
+#   hand_lease   the hand-written two-transaction pattern (bench/scripts/
+#                hand_lease.sql): INSERT PROCESSING with a lease and a token
+#                ON CONFLICT, committed; then the change and UPDATE to DONE
+#                guarded by the token in a second transaction
+#   eo_lease     eo_claim with a lease, committed; then the change and
+#                eo_complete with the token in a second transaction (both
+#                pass the token from the first transaction to the second in
+#                a custom setting, the same set_config and current_setting
+#                for each)
 #   relay_emit   eo_emit of one event into an outbox with the default 8
 #                slots, committed (no change)
 #   relay_paced  the same, then in a second transaction eo_relay_fetch of
@@ -43,7 +52,7 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 N1=${CPU_N1:-300}
 N2=${CPU_N2:-1300}
-CONTENDERS=${CPU_CONTENDERS:-"nothing baseline hand_min eo_noresult eo_noresult_field hand eo relay_emit relay_paced"}
+CONTENDERS=${CPU_CONTENDERS:-"nothing baseline hand_min eo_noresult eo_noresult_field hand eo hand_lease eo_lease relay_emit relay_paced"}
 RESULTS=$REPO_ROOT/bench/results/cpu-$(date -u +%Y%m%d-%H%M%S)
 
 # The prepared statement of each contender; $1 is the key, $2 the account.
@@ -69,6 +78,14 @@ PREPARE eo_done_(text, int) AS SELECT eo_complete($1, jsonb_build_object('charge
 
 PREPARE change_(int) AS UPDATE accounts SET balance = balance + 1 WHERE id = $1;
 
+PREPARE hand_lease_(text, int) AS WITH i AS (INSERT INTO processed_lease (key, status, lease_expires_at) VALUES ($1, 'PROCESSING', now() + interval '30 seconds') ON CONFLICT DO NOTHING RETURNING lease_token) SELECT pg_catalog.set_config('cpu.token', lease_token::text, false) FROM i;
+
+PREPARE hand_lease_done_(text, int) AS UPDATE processed_lease SET status = 'DONE', lease_expires_at = NULL, result = jsonb_build_object('charge', $1, 'amount', 100) WHERE key = $1 AND lease_token = pg_catalog.current_setting('cpu.token')::bigint;
+
+PREPARE eo_lease_(text, int) AS SELECT status, pg_catalog.set_config('cpu.token', lease_token::text, false) FROM eo_claim($1, NULL, interval '30 seconds');
+
+PREPARE eo_lease_done_(text, int) AS SELECT eo_complete($1, jsonb_build_object('charge', $1, 'amount', 100), pg_catalog.current_setting('cpu.token')::bigint);
+
 PREPARE relay_emit_(text, int) AS SELECT eo_emit('pob', 'account', 'a' || $2, 'Moved', '{}');
 
 PREPARE relay_paced_(text, int) AS SELECT eo_emit('pob', 'account', 'a' || $2, 'Moved', '{}');
@@ -83,6 +100,12 @@ script() {
     local c=$1 base=$2 n=$3 i
     prepare_all
     for ((i = base + 1; i <= base + n; i++)); do
+        case $c in
+            *_lease)    # the claim committed on its own, then the work's transaction
+                printf "EXECUTE %s_('k%d', 0);\n\nBEGIN;\n\nEXECUTE change_(%d);\n\nEXECUTE %s_done_('k%d', 0);\n\nCOMMIT;\n\n" \
+                    "$c" "$i" $((i % 1000 + 1)) "$c" "$i"
+                continue ;;
+        esac
         printf "BEGIN;\n\nEXECUTE %s_('k%d', %d);\n\n" "$c" "$i" $((i % 1000 + 1))
         case $c in nothing | relay_*) ;; *) printf "EXECUTE change_(%d);\n\n" $((i % 1000 + 1)) ;; esac
         case $c in
@@ -132,6 +155,8 @@ main() {
     printf '%s\n\n' "CREATE EXTENSION eo;" \
         "CREATE TABLE processed_min (key text PRIMARY KEY);" \
         "CREATE TABLE processed (key text PRIMARY KEY, status text NOT NULL, result jsonb);" \
+        "CREATE SEQUENCE processed_lease_token_seq;" \
+        "CREATE TABLE processed_lease (key text PRIMARY KEY, status text NOT NULL, result jsonb, lease_token bigint NOT NULL DEFAULT nextval('processed_lease_token_seq'), lease_expires_at timestamptz, created_at timestamptz NOT NULL DEFAULT now());" \
         "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);" \
         "INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 1000) g;" \
         "SELECT eo_claim('warm-up');" \
@@ -169,6 +194,8 @@ main() {
             echo "eo_noresult_field vs hand_min: $(python3 -c "print(f'{${PER[hand_min]}/${PER[eo_noresult_field]}:.3f}x')")"
         [ -n "${PER[hand]:-}" ] && [ -n "${PER[eo]:-}" ] &&
             echo "eo vs hand: $(python3 -c "print(f'{${PER[hand]}/${PER[eo]}:.3f}x')")"
+        [ -n "${PER[hand_lease]:-}" ] && [ -n "${PER[eo_lease]:-}" ] &&
+            echo "eo_lease vs hand_lease: $(python3 -c "print(f'{${PER[hand_lease]}/${PER[eo_lease]}:.3f}x')")"
         [ -n "${PER[relay_emit]:-}" ] && [ -n "${PER[relay_paced]:-}" ] &&
             echo "relay: one fetch (8 slots) and acknowledgement of one event: $(( PER[relay_paced] - PER[relay_emit] )) instructions"
     } | tee "$RESULTS/summary.md"
