@@ -188,11 +188,11 @@ static const Oid claim_types[2] = {25, 25};
 static const Oid fail_types[4] = {25, 25, 25, 25};
 static const Oid sql_types[5] = {25, 25, 3802, 3802, 1184};	/* text, text, jsonb, jsonb, timestamptz */
 
-/* Each message's statements, prepared once per session (pgconn.c). */
-static PgStatement claim_stmt = {"eo_claim", "SELECT status FROM @eo.eo_claim($1, scope => $2)", 2, claim_types};
-static PgStatement fail_stmt = {"eo_fail", "SELECT @eo.eo_fail($1, $2, retry_after => '5 s'::pg_catalog.interval,"
+/* Each message's statements (unnamed: see PgStatement in eo_nats.h). */
+static PgStatement claim_stmt = {"SELECT status FROM @eo.eo_claim($1, scope => $2)", 2, claim_types};
+static PgStatement fail_stmt = {"SELECT @eo.eo_fail($1, $2, retry_after => '5 s'::pg_catalog.interval,"
 " scope => $3, sqlstate => $4, final => false)", 4, fail_types};
-static PgStatement sql_stmt = {"eo_apply", NULL, 5, sql_types, true};	/* --sql */
+static PgStatement sql_stmt = {NULL, 5, sql_types, true};	/* --sql */
 
 /* Run `sql` (no parameters); true if it came back as `want`, else logged. */
 static bool
@@ -401,16 +401,6 @@ quiet_ok(PGconn *pg, const char *sql, ExecStatusType want)
 	return quiet_result(pg_exec(pg, sql), want, NULL);
 }
 
-/* st is prepared in this session (a pipeline cannot prepare); errors stay quiet. */
-static bool
-prepared(PGconn *pg, PgStatement *st)
-{
-	PGresult   *res = pg_prepare(pg, st);
-
-	PQclear(res);
-	return res == NULL;
-}
-
 /*
  * Claim ids[from..to) (at most PG_PIPELINE_MAX - 1) in one round trip,
  * after BEGIN if `begin`: out[i] as eo_claim said.  False if any step
@@ -506,7 +496,7 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 	PGconn	   *pg = a->pg;
 	int			chunk = PG_PIPELINE_MAX - 1;
 	int			last = -1;
-	bool		ok = prepared(pg, &claim_stmt) && prepared(pg, &sql_stmt);
+	bool		ok = true;
 
 	for (int from = 0; ok && from < n; from += chunk)
 		ok = claim_chunk(a, ids, from, from + chunk < n ? from + chunk : n, from == 0, out);
@@ -830,7 +820,7 @@ ready_to_apply(Applier *a)
 	PQclear(res);
 	if (ok)
 		ok = scope_usable(a);
-	if (ok && (res = pg_prepare(a->pg, &sql_stmt)) != NULL)
+	if (ok && (res = pg_check_statement(a->pg, &sql_stmt)) != NULL)
 	{
 		(void) pg_ok(a->pg, res, PGRES_COMMAND_OK, "preparing --sql");
 		log_msg("error", "--sql cannot run as given%s; stopping",

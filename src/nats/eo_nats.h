@@ -172,33 +172,34 @@ extern ErrorKind pg_error_kind(PGconn *conn, PGresult *res, Blame blames);
 extern PGresult *pg_exec(PGconn *conn, const char *sql);
 
 /*
- * A statement run often: parsed and planned once per session (PQprepare
- * under a name made from `name`), again after a reconnect, if the server
- * lost it, or once its result columns changed (a table altered under it).
- * In `sql`, "@eo." stands for eo's schema, as found at connect: eo's
- * functions are always called by their full names.
+ * A statement eo_nats sends, with its parameters' types.  In `sql`,
+ * "@eo." stands for eo's schema, as found at connect: eo's functions are
+ * always called by their full names.  Statements go unnamed, parsed from
+ * this text every time, never prepared by name: code run in the session
+ * is not eo_nats's (--sql writes the application's tables, and their
+ * owners' triggers run in the session), and PREPARE and DEALLOCATE work
+ * from PL/pgSQL, so a named statement could be replaced by one that
+ * answers "duplicate" to every claim (test/t/124_nats_statements.pl).
  */
 typedef struct PgStatement
 {
-	const char *name;
 	const char *sql;
 	int			nparams;
 	const Oid  *types;			/* NULL: the server infers them */
 	bool		verbatim;		/* the user's SQL: no @eo. in it is replaced */
-	long		session;		/* the session it is prepared in (0: none yet) */
-	int			version;		/* prepared again under a new name */
-	char		prepared_as[64];
+	long		session;		/* the session `text` was made for (0: none yet) */
+	char	   *text;			/* sql with eo's schema in it */
 } PgStatement;
 
-extern PGresult *pg_prepare(PGconn *conn, PgStatement *st);
+extern const char *pg_statement_text(PgStatement *st);
+extern PGresult *pg_check_statement(PGconn *conn, PgStatement *st);
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
-extern void pg_statement_result(PgStatement *st, PGresult *res);
 extern void pg_conn_break(PGconn *conn);
 
 /* pgpipe.c: statements in one round trip */
 typedef struct PgStep
 {
-	PgStatement *st;			/* a prepared statement with params, or */
+	PgStatement *st;			/* a statement with params, or */
 	const char *sql;			/* a command without parameters */
 	const char *const *params;
 } PgStep;

@@ -76,16 +76,16 @@ static const Oid ack_types[4] = {25, 25, 20, 20};
 static const Oid ack_pages_types[3] = {25, 25, 1016};
 static const Oid wait_types[3] = {25, 25, 1186};
 
-static PgStatement fetch_stmt = {"eo_fetch", FETCH_SQL, 5, fetch_types};
-static PgStatement ack_stmt = {"eo_ack", "SELECT @eo.eo_relay_ack($1, $2, $3)", 3, ack_types};
-static PgStatement ack_upto_stmt = {"eo_ack_upto", "SELECT @eo.eo_relay_ack($1, $2, $3, $4)", 4, ack_types};
-static PgStatement ack_pages_stmt = {"eo_ack_pages", "SELECT @eo.eo_relay_ack_pages($1, $2, $3)", 3,
+static PgStatement fetch_stmt = {FETCH_SQL, 5, fetch_types};
+static PgStatement ack_stmt = {"SELECT @eo.eo_relay_ack($1, $2, $3)", 3, ack_types};
+static PgStatement ack_upto_stmt = {"SELECT @eo.eo_relay_ack($1, $2, $3, $4)", 4, ack_types};
+static PgStatement ack_pages_stmt = {"SELECT @eo.eo_relay_ack_pages($1, $2, $3)", 3,
 ack_pages_types};
-static PgStatement ack_all_stmt = {"eo_ack_all", "SELECT pg_catalog.sum(@eo.eo_relay_ack($1, $2, t))"
+static PgStatement ack_all_stmt = {"SELECT pg_catalog.sum(@eo.eo_relay_ack($1, $2, t))"
 " FROM pg_catalog.unnest($3) t", 3, ack_pages_types};
-static PgStatement wait_stmt = {"eo_wait", "SELECT @eo.eo_relay_wait($1, '5 s'::pg_catalog.interval,"
+static PgStatement wait_stmt = {"SELECT @eo.eo_relay_wait($1, '5 s'::pg_catalog.interval,"
 " $2, $3)", 3, wait_types};
-static PgStatement wait_plain_stmt = {"eo_wait_plain", "SELECT @eo.eo_relay_wait($1,"
+static PgStatement wait_plain_stmt = {"SELECT @eo.eo_relay_wait($1,"
 " '5 s'::pg_catalog.interval)", 1, wait_types};
 
 typedef enum

@@ -530,68 +530,34 @@ qualified(const char *sql)
 	return out;
 }
 
-/*
- * Run st with params: prepared first if this session has not yet (a
- * failed PQprepare's result is returned as the statement's), and once
- * more if the server no longer knows it (26000: DISCARD ALL) and no
- * transaction block was aborted by that.  For sessions of their own: a
- * pooler in transaction mode that moves a session between server
- * connections (PgBouncer before 1.21) loses the statements every time.
- * A statement whose result columns changed (0A000, "cached plan must not
- * change result type": a table of a SELECT * altered) fails this once and
- * is prepared again, under a new name, at its next use.
- */
-/* Prepare st in this session if it is not yet; NULL if done, else the failed result. */
-PGresult *
-pg_prepare(PGconn *conn, PgStatement *st)
+/* st's text for this session: "@eo." made eo's schema as found at connect. */
+const char *
+pg_statement_text(PgStatement *st)
 {
-	PGresult   *res;
-	char	   *sql;
+	if (st->session != session)
+	{
+		free(st->text);
+		st->text = st->verbatim ? strdup(st->sql) : qualified(st->sql);
+		st->session = session;
+	}
+	return st->text;
+}
 
-	if (st->session == session)
-		return NULL;
-	sql = st->verbatim ? strdup(st->sql) : qualified(st->sql);
-	snprintf(st->prepared_as, sizeof(st->prepared_as), "%s_%d", st->name, st->version);
-	res = PQprepare(conn, st->prepared_as, sql, st->nparams, st->types);
-	free(sql);
+/* Whether st parses and plans in this session: NULL if it does, else the failed result. */
+PGresult *
+pg_check_statement(PGconn *conn, PgStatement *st)
+{
+	PGresult   *res = PQprepare(conn, "", pg_statement_text(st), st->nparams, st->types);
+
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		return res;
 	PQclear(res);
-	st->session = session;
 	return NULL;
 }
 
-/*
- * st came back as res: if the server no longer knows it (26000) or its
- * result columns changed (0A000, prepared again under a new name), it is
- * prepared again at its next use.
- */
-void
-pg_statement_result(PgStatement *st, PGresult *res)
-{
-	if (PQresultStatus(res) != PGRES_FATAL_ERROR)
-		return;
-	if (sqlstate_is(res, "0A000"))
-		st->version++;
-	if (sqlstate_is(res, "0A000") || sqlstate_is(res, "26000"))
-		st->session = 0;
-}
-
+/* Run st with params, unnamed (see PgStatement). */
 PGresult *
 pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params)
 {
-	PGresult   *res;
-
-	for (int attempt = 0;; attempt++)
-	{
-		if ((res = pg_prepare(conn, st)) != NULL)
-			return res;
-		res = PQexecPrepared(conn, st->prepared_as, st->nparams, params, NULL, NULL, 0);
-		pg_statement_result(st, res);
-		if (attempt > 0 || PQresultStatus(res) != PGRES_FATAL_ERROR || !sqlstate_is(res, "26000"))
-			return res;
-		if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-			return res;
-		PQclear(res);
-	}
+	return PQexecParams(conn, pg_statement_text(st), st->nparams, st->types, params, NULL, NULL, 0);
 }

@@ -16,17 +16,22 @@
 
 #include "eo_nats.h"
 
-/* Read what is left of the pipeline's answers and leave pipeline mode. */
+/*
+ * Leave pipeline mode, reading first what is left of its answers (a send
+ * or a read failed half way): up to the Sync, which is sent now if it was
+ * not (without one, reading would wait for answers never asked for).
+ * False if that cannot be done: the connection is of no further use.
+ */
 static bool
-pipeline_leave(PGconn *conn)
+pipeline_leave(PGconn *conn, bool synced)
 {
-	PGresult   *res;
-
 	if (PQexitPipelineMode(conn) == 1)
 		return true;
-	/* answers not read (a send failed half way): drain them, once */
-	while (PQpipelineStatus(conn) != PQ_PIPELINE_OFF && (res = PQgetResult(conn)) != NULL)
+	if (!synced && PQpipelineSync(conn) != 1)
+		return false;
+	while (PQstatus(conn) == CONNECTION_OK)
 	{
+		PGresult   *res = PQgetResult(conn);
 		bool		sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
 
 		PQclear(res);
@@ -36,13 +41,13 @@ pipeline_leave(PGconn *conn)
 	return PQexitPipelineMode(conn) == 1;
 }
 
-/* Send step s: a prepared statement or a command without parameters. */
+/* Send step s: a statement with its parameters, or a command without any (unnamed, as all). */
 static bool
 send_step(PGconn *conn, const PgStep *s)
 {
 	if (s->st != NULL)
-		return PQsendQueryPrepared(conn, s->st->prepared_as, s->st->nparams, s->params,
-								   NULL, NULL, 0) == 1;
+		return PQsendQueryParams(conn, pg_statement_text(s->st), s->st->nparams, s->st->types,
+								 s->params, NULL, NULL, 0) == 1;
 	return PQsendQueryParams(conn, s->sql, 0, NULL, NULL, NULL, NULL, 0) == 1;
 }
 
@@ -50,8 +55,7 @@ send_step(PGconn *conn, const PgStep *s)
  * Run steps[0..n) in one pipeline with one Sync, their results in res[]
  * (each to be PQclear'ed; a step after one that failed comes back
  * PGRES_PIPELINE_ABORTED, and an explicit transaction stays aborted: the
- * caller rolls it back).  Statements must be prepared already
- * (pg_prepare): a pipeline cannot prepare.  Returns false, every res[i]
+ * caller rolls it back).  Returns false, every res[i]
  * NULL, if the pipeline could not be run: the connection broke, or the
  * pipeline could not be left (then the connection is of no further use;
  * pg_conn_lost says so).
@@ -60,16 +64,18 @@ bool
 pg_pipeline(PGconn *conn, const PgStep *steps, int n, PGresult **res)
 {
 	bool		ok;
-	int			sent = 0;
+	bool		synced;
 	PGresult   *sync;
 
 	for (int i = 0; i < n; i++)
 		res[i] = NULL;
 	if (n > PG_PIPELINE_MAX || PQenterPipelineMode(conn) != 1)
 		return false;
-	for (ok = true; ok && sent < n; sent++)
-		ok = send_step(conn, &steps[sent]);
-	ok = ok && PQpipelineSync(conn) == 1;
+	ok = true;
+	for (int i = 0; ok && i < n; i++)
+		ok = send_step(conn, &steps[i]);
+	synced = ok && PQpipelineSync(conn) == 1;
+	ok = synced;
 	for (int i = 0; ok && i < n; i++)
 	{
 		PGresult   *r;
@@ -83,13 +89,11 @@ pg_pipeline(PGconn *conn, const PgStep *steps, int n, PGresult **res)
 				PQclear(r);
 		}
 		ok = res[i] != NULL;
-		if (ok && steps[i].st != NULL)
-			pg_statement_result(steps[i].st, res[i]);
 	}
 	sync = ok ? PQgetResult(conn) : NULL;
 	ok = ok && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
 	PQclear(sync);
-	if (pipeline_leave(conn) && ok)
+	if (pipeline_leave(conn, synced) && ok)
 		return true;
 	for (int i = 0; i < n; i++)
 	{

@@ -1,0 +1,98 @@
+# Copyright: eo authors.  See README.
+#
+# Code run in eo_nats apply's session is not eo_nats's: --sql writes the
+# application's tables, and a database owner's trigger on one of them runs
+# in that session, as the consumer.  PREPARE and DEALLOCATE work from
+# PL/pgSQL, and a session's prepared statements are not transactional, so
+# had apply prepared eo_claim's call or --sql by name, such a trigger could
+# put its own statements under those names: claims answering "duplicate"
+# would have every later message acknowledged and never applied (lost),
+# an --sql made a no-op the same.  apply's statements are unnamed, parsed
+# from its own text each time: every message is applied once.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use lib 'test/perl';
+use EoNats;
+use EoTest;
+
+EoNats::require_nats();
+
+my $node = EoTest::eo_node('statements', conf => "eo.naptime = 1", eo_in => []);
+$node->safe_psql('postgres', q{
+CREATE ROLE owner LOGIN;
+CREATE ROLE consumer LOGIN;
+CREATE DATABASE shop;
+CREATE DATABASE inbox OWNER owner;
+});
+$node->safe_psql('shop', q{
+CREATE EXTENSION eo;
+SELECT eo_outbox_create('orders', slots => 2) IS NOT NULL;
+SELECT eo_group_create('orders', 'nats');
+SELECT count(eo_emit('orders', 'order', 'agg-' || (g % 3), 'placed', jsonb_build_object('n', g)))
+  FROM generate_series(1, 10) g;
+});
+$node->safe_psql('inbox', q{
+CREATE SCHEMA eo;
+CREATE EXTENSION eo SCHEMA eo;
+GRANT USAGE ON SCHEMA eo TO consumer;
+GRANT EXECUTE ON FUNCTION eo.eo_claim(text, text, interval, text),
+      eo.eo_fail(text, text, bigint, interval, text, text, boolean) TO consumer;
+SELECT eo.eo_scope_create('orders-consumer', owner => 'consumer');
+});
+
+# The owner's table the consumer writes, with her trigger: it replaces
+# every prepared statement of the session that claims (with one that says
+# "duplicate") or writes the ledger (with a no-op).
+$node->safe_psql('inbox', q{
+SET ROLE owner;
+CREATE TABLE public.ledger (id uuid PRIMARY KEY, n int);
+GRANT INSERT, UPDATE, SELECT ON public.ledger TO consumer;
+CREATE TABLE public.seen (what text);
+GRANT INSERT ON public.seen TO PUBLIC;
+CREATE FUNCTION public.plant() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT name, statement FROM pg_catalog.pg_prepared_statements LOOP
+    INSERT INTO public.seen VALUES (r.name || ': ' || r.statement);
+    IF r.statement LIKE '%eo_claim(%' THEN
+      EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
+      EXECUTE pg_catalog.format('PREPARE %I (text, text) AS SELECT %L::text AS status', r.name, 'duplicate');
+    ELSIF r.statement LIKE '%INSERT INTO public.ledger%' THEN
+      EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
+      EXECUTE pg_catalog.format('PREPARE %I (text, text, jsonb, jsonb, timestamptz) AS SELECT 1', r.name);
+    END IF;
+  END LOOP;
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER plant BEFORE INSERT ON public.ledger FOR EACH ROW EXECUTE FUNCTION public.plant();
+});
+
+my $nats = EoNats->new;
+my @nats = @{ $nats->nats };
+my ($rc) = $nats->run('admin.log', 'stream-add', @nats, '--stream', 'ORDERS', '--subjects', 'orders.>');
+is($rc, 0, 'stream ORDERS made');
+($rc) = $nats->run('forward.log', @nats, '--pg', $node->connstr('shop'), 'forward', '--outbox', 'orders',
+	'--group', 'nats', '--stream', 'ORDERS', '--once');
+is($rc, 0, '10 events forwarded');
+
+# one message a fetch: the first one's INSERT fires the trigger, and every
+# later message would meet what it planted
+($rc) = $nats->run('apply.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
+	'--stream', 'ORDERS', '--durable', 'inbox', '--scope', 'orders-consumer', '--batch', '1',
+	'--ack-wait', '1000', '--once',
+	'--sql', q{INSERT INTO public.ledger (id, n) VALUES ($1::uuid, ($3->>'n')::int)});
+is($rc, 0, 'apply --once exits 0');
+like($nats->log('apply.log'), qr/stopping: 10 applied, 0 duplicates, 0 failed/, 'it says 10 applied');
+is($node->safe_psql('inbox', 'SELECT count(*) FROM public.ledger'), '10',
+	'every message applied: the trigger found no statement of eo_nats to replace');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE '%eo_claim(%'}), '0',
+	'... no prepared statement of the session calls eo_claim');
+
+$nats->stop;
+$node->stop;
+done_testing();
