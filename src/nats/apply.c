@@ -194,6 +194,72 @@ static PgStatement fail_stmt = {"SELECT @eo.eo_fail($1, $2, retry_after => '5 s'
 " scope => $3, sqlstate => $4, final => false)", 4, fail_types};
 static PgStatement sql_stmt = {NULL, 5, sql_types, true};	/* --sql */
 
+/*
+ * What every transaction of apply begins with, in its first pipeline:
+ * BEGIN (read committed, read write, whatever the session's defaults say
+ * now), its settings pinned again (pg_pin_stmt), and no LISTEN left: code
+ * run in the session (--sql's tables' triggers) may have changed them
+ * since the last transaction.  Fills steps[0..LEAD_STEPS).
+ */
+#define LEAD_STEPS 3
+
+static void
+lead_steps(Applier *a, PgStep *steps, const char **pin_params)
+{
+	pin_params[0] = pg_pin_search_path(a->cfg);
+	steps[0] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE", NULL};
+	steps[1] = (PgStep) {&pg_pin_stmt, NULL, pin_params};
+	steps[2] = (PgStep) {NULL, "UNLISTEN *", NULL};
+}
+
+/* BEGIN and the lead steps alone (a message applied on its own); false if any failed. */
+static bool
+begin_pinned(Applier *a)
+{
+	PgStep		steps[LEAD_STEPS];
+	PGresult   *res[LEAD_STEPS];
+	const char *pin_params[1];
+	bool		ok;
+
+	lead_steps(a, steps, pin_params);
+	ok = pg_pipeline(a->pg, steps, LEAD_STEPS, res);
+	for (int j = 0; j < LEAD_STEPS; j++)
+	{
+		ExecStatusType got = PQresultStatus(res[j]);
+
+		if (ok && got != PGRES_COMMAND_OK && got != PGRES_TUPLES_OK)
+		{
+			ok = false;
+			(void) pg_ok(a->pg, res[j], PGRES_COMMAND_OK, "beginning a transaction");
+		}
+		PQclear(res[j]);
+	}
+	return ok;
+}
+
+/*
+ * st with params in a transaction of its own, after the settings are
+ * pinned again (the two in one round trip): st's result, or the pinning's
+ * if that failed, or NULL if the pipeline could not run.
+ */
+static PGresult *
+pinned_statement(Applier *a, PgStatement *st, const char *const *params)
+{
+	const char *pin_params[1] = {pg_pin_search_path(a->cfg)};
+	PgStep		steps[2] = {{&pg_pin_stmt, NULL, pin_params}, {st, NULL, params}};
+	PGresult   *res[2];
+
+	if (!pg_pipeline(a->pg, steps, 2, res))
+		return NULL;
+	if (PQresultStatus(res[0]) != PGRES_TUPLES_OK)
+	{
+		PQclear(res[1]);
+		return res[0];
+	}
+	PQclear(res[0]);
+	return res[1];
+}
+
 /* Run `sql` (no parameters); true if it came back as `want`, else logged. */
 static bool
 run(PGconn *pg, const char *sql, ExecStatusType want)
@@ -234,7 +300,7 @@ record_failure(Applier *a, const char *id, PGresult *err)
 
 	if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
 		return LOST;
-	res = pg_exec_statement(a->pg, &fail_stmt, params);
+	res = pinned_statement(a, &fail_stmt, params);
 	if (!pg_ok(a->pg, res, PGRES_TUPLES_OK, "eo_fail"))
 		o = not_the_message(a, pg_error_kind(a->pg, res, BLAME_NONE), res, "eo_fail");
 	else
@@ -340,9 +406,14 @@ apply_claimed(Applier *a, const Args *args, const char *id)
 		o = sql_failed(a, res, id, "--sql");
 	else
 	{
-		/* COMMIT can fail too (a deferred constraint, a serialization failure) */
+		/* durable, whatever --sql's triggers set; COMMIT can fail too (a deferred constraint) */
 		PQclear(res);
-		res = pg_exec(a->pg, "COMMIT");
+		res = pg_exec_statement(a->pg, &pg_durable_stmt, NULL);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		{
+			PQclear(res);
+			res = pg_exec(a->pg, "COMMIT");
+		}
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			o = sql_failed(a, res, id, "COMMIT");
 		else
@@ -363,9 +434,11 @@ apply_one(Applier *a, natsMsg *msg, const char *id)
 
 	if (!args_make(&args, msg, id))
 		return REFUSED;
-	if (!run(a->pg, "BEGIN", PGRES_COMMAND_OK))
+	if (!begin_pinned(a))
 	{
 		args_free(&args);
+		if (!pg_conn_lost(a->pg) && PQtransactionStatus(a->pg) != PQTRANS_IDLE)
+			(void) run(a->pg, "ROLLBACK", PGRES_COMMAND_OK);
 		return pg_conn_lost(a->pg) ? LOST : PASSING;
 	}
 	res = pg_exec_statement(a->pg, &claim_stmt, claim_params);
@@ -412,11 +485,13 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 	PgStep		steps[PG_PIPELINE_MAX];
 	PGresult   *res[PG_PIPELINE_MAX];
 	const char *params[PG_PIPELINE_MAX][2];
-	int			n = 0;
+	const char *pin_params[1];
+	int			lead = begin ? LEAD_STEPS : 0;
+	int			n = lead;
 	bool		ok;
 
 	if (begin)
-		steps[n++] = (PgStep) {NULL, "BEGIN", NULL};
+		lead_steps(a, steps, pin_params);
 	for (int i = from; i < to; i++, n++)
 	{
 		params[n][0] = ids[i];
@@ -426,13 +501,15 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 	ok = pg_pipeline(a->pg, steps, n, res);
 	for (int j = 0; j < n; j++)
 	{
-		Outcome    *o = &out[from + j - (begin ? 1 : 0)];	/* a claim's */
+		ExecStatusType got = PQresultStatus(res[j]);
 
-		if (ok && steps[j].st == NULL)
-			ok = PQresultStatus(res[j]) == PGRES_COMMAND_OK;
+		if (ok && j < lead)
+			ok = got == PGRES_COMMAND_OK || got == PGRES_TUPLES_OK;
 		else if (ok)
 		{
-			ok = PQresultStatus(res[j]) == PGRES_TUPLES_OK && PQntuples(res[j]) == 1;
+			Outcome    *o = &out[from + j - lead];	/* a claim's */
+
+			ok = got == PGRES_TUPLES_OK && PQntuples(res[j]) == 1;
 			*o = ok ? status_outcome(PQgetvalue(res[j], 0, 0)) : STOP;
 			ok = *o != STOP;
 		}
@@ -445,8 +522,8 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 static bool
 sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool commit)
 {
-	PgStep		steps[2] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
-	PGresult   *res[2];
+	PgStep		steps[3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}, {NULL, NULL, NULL}};
+	PGresult   *res[3];
 	Args		args;
 	int			n = 0;
 	bool		ok = true;
@@ -457,7 +534,11 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool commit)
 		steps[n++] = (PgStep) {&sql_stmt, NULL, args.params};
 	}
 	if (commit)
+	{
+		/* durable, whatever --sql's triggers set for the transaction */
+		steps[n++] = (PgStep) {&pg_durable_stmt, NULL, NULL};
 		steps[n++] = (PgStep) {NULL, "COMMIT", NULL};
+	}
 	ok = pg_pipeline(a->pg, steps, n, res);
 	for (int j = 0; j < n; j++)
 	{
@@ -494,7 +575,7 @@ static bool
 apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 {
 	PGconn	   *pg = a->pg;
-	int			chunk = PG_PIPELINE_MAX - 1;
+	int			chunk = PG_PIPELINE_MAX - LEAD_STEPS;
 	int			last = -1;
 	bool		ok = true;
 

@@ -195,6 +195,9 @@ extern const char *pg_statement_text(PgStatement *st);
 extern PGresult *pg_check_statement(PGconn *conn, PgStatement *st);
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
 extern void pg_conn_break(PGconn *conn);
+extern PgStatement pg_pin_stmt;
+extern PgStatement pg_durable_stmt;
+extern const char *pg_pin_search_path(const Config *cfg);
 
 /* pgpipe.c: statements in one round trip */
 typedef struct PgStep

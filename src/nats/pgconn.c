@@ -97,6 +97,56 @@ static bool session_broken = false;
 	" WHERE pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local}')"
 
 /*
+ * The settings again, for apply: its session runs code that is not its
+ * own (the triggers of the tables --sql writes), which may change any of
+ * them for the rest of the session (set_config(..., false)).  What
+ * SESSION_SETUP, OWNER_SETTINGS and DURABLE_COMMITS set at connect, and
+ * --sql's search_path with temporary tables last ($1: pg_pin_search_path).
+ * One statement, every name in it qualified (it runs under whatever
+ * search_path the session has), that apply sends first in every
+ * transaction it begins, in that transaction's first pipeline.
+ */
+#define DURABLE_VALUE \
+	"CASE WHEN pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=)" \
+	" ANY ('{off,local}'::pg_catalog.text[]) THEN 'on'" \
+	" ELSE pg_catalog.current_setting('synchronous_commit') END"
+static const Oid pin_types[1] = {25};
+PgStatement pg_pin_stmt = {
+	"SELECT pg_catalog.count(pg_catalog.set_config(s.n, s.v, false)) FROM (VALUES"
+	" ('search_path', $1::pg_catalog.text), ('client_encoding', 'UTF8'), ('DateStyle', 'ISO, MDY'),"
+	" ('TimeZone', 'UTC'), ('IntervalStyle', 'postgres'), ('standard_conforming_strings', 'on'),"
+	" ('transform_null_equals', 'off'), ('array_nulls', 'on'), ('bytea_output', 'hex'),"
+	" ('default_transaction_isolation', 'read committed'), ('default_transaction_read_only', 'off'),"
+	" ('client_min_messages', 'warning'), ('statement_timeout', '0'), ('lock_timeout', '10s'),"
+	" ('idle_session_timeout', '0'), ('idle_in_transaction_session_timeout', '0'),"
+	" ('extra_float_digits', '1'), ('timezone_abbreviations', 'Default'), ('xmloption', 'content'),"
+	" ('xmlbinary', 'base64'), ('default_text_search_config', 'pg_catalog.simple'),"
+	" ('gin_fuzzy_search_limit', '0'), ('lc_monetary', 'C'), ('lc_numeric', 'C'), ('lc_time', 'C'),"
+	" ('row_security', 'on'), ('exit_on_error', 'off'), ('backslash_quote', 'safe_encoding'),"
+	" ('quote_all_identifiers', 'off'), ('synchronous_commit', " DURABLE_VALUE ")"
+	" UNION ALL SELECT 'transaction_timeout', '0'"
+	"  WHERE pg_catalog.current_setting('transaction_timeout', true) IS NOT NULL) s(n, v)",
+	1, pin_types, true
+};
+
+/* Before COMMIT: durable, whatever code in the transaction set (SET LOCAL). */
+PgStatement pg_durable_stmt = {
+	"SELECT pg_catalog.set_config('synchronous_commit', " DURABLE_VALUE ", true)", 0, NULL, true
+};
+
+/* --sql's search_path: --search-path, or pg_catalog, then temporary tables. */
+const char *
+pg_pin_search_path(const Config *cfg)
+{
+	static char *path = NULL;
+	const char *given = cfg->search_path ? cfg->search_path : "pg_catalog";
+
+	if (path == NULL && (path = malloc(strlen(given) + sizeof(", pg_temp"))) != NULL)
+		sprintf(path, "%s, pg_temp", given);
+	return path;
+}
+
+/*
  * eo's schema (quoted), eo's version, its schema's owner, whether that is
  * a superuser or eo's owner, and a function beside eo's in that schema
  * under the name of one eo_nats calls that is not eo's own (not a member
@@ -300,11 +350,11 @@ find_eo(PGconn *conn)
 	return true;
 }
 
-/* --search-path, for the user's --sql (apply). */
+/* --search-path, for the user's --sql (apply), temporary tables last. */
 static bool
-set_search_path(PGconn *conn, const char *path)
+set_search_path(PGconn *conn, const Config *cfg)
 {
-	const char *params[1] = {path};
+	const char *params[1] = {pg_pin_search_path(cfg)};
 	PGresult   *res = PQexecParams(conn, "SELECT pg_catalog.set_config('search_path', $1, false)",
 								   1, NULL, params, NULL, NULL, 0);
 	bool		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "setting --search-path");
@@ -337,7 +387,7 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 		PQclear(res);
 	}
 	if (ok && cfg->search_path != NULL)
-		ok = set_search_path(conn, cfg->search_path);
+		ok = set_search_path(conn, cfg);
 	if (!ok && pg_conn_lost(conn))
 		*config = false;
 	return ok;

@@ -9,6 +9,11 @@
 # would have every later message acknowledged and never applied (lost),
 # an --sql made a no-op the same.  apply's statements are unnamed, parsed
 # from its own text each time: every message is applied once.
+# The settings such a trigger changes for the rest of the session
+# (synchronous_commit off: an acknowledged message lost by a crash;
+# client_encoding, search_path, DateStyle) are pinned again at
+# the start of every transaction apply begins: each later message's --sql
+# sees apply's own.
 
 use strict;
 use warnings;
@@ -92,6 +97,45 @@ is($node->safe_psql('inbox', 'SELECT count(*) FROM public.ledger'), '10',
 	'every message applied: the trigger found no statement of eo_nats to replace');
 is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE '%eo_claim(%'}), '0',
 	'... no prepared statement of the session calls eo_claim');
+
+# ---- settings a trigger changes for the rest of the session ----------------
+
+$node->safe_psql('shop', q{
+SELECT eo_outbox_create('settings', slots => 1) IS NOT NULL;
+SELECT eo_group_create('settings', 'nats');
+SELECT count(eo_emit('settings', 'order', 'agg', 'placed', jsonb_build_object('n', g)))
+  FROM generate_series(1, 6) g;
+});
+$node->safe_psql('inbox', q{
+SET ROLE owner;
+CREATE TABLE public.seen_settings (n int, sc text, sp text, ds text, ce text);
+GRANT INSERT, SELECT ON public.seen_settings TO consumer;
+CREATE FUNCTION public.unsettle() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM pg_catalog.set_config('synchronous_commit', 'off', false),
+          pg_catalog.set_config('search_path', 'public, pg_catalog', false),
+          pg_catalog.set_config('DateStyle', 'SQL, DMY', false),
+          pg_catalog.set_config('client_encoding', 'LATIN1', false);
+  LISTEN owner_channel;
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER unsettle BEFORE INSERT ON public.seen_settings FOR EACH ROW EXECUTE FUNCTION public.unsettle();
+});
+($rc) = $nats->run('admin2.log', 'stream-add', @nats, '--stream', 'SETTINGS', '--subjects', 'settings.>');
+($rc) = $nats->run('forward2.log', @nats, '--pg', $node->connstr('shop'), 'forward', '--outbox', 'settings',
+	'--group', 'nats', '--stream', 'SETTINGS', '--once');
+is($rc, 0, '6 more events forwarded');
+# one message a fetch: each is a transaction of its own, after the first one's trigger ran
+($rc) = $nats->run('apply2.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
+	'--stream', 'SETTINGS', '--durable', 'inbox2', '--scope', 'orders-consumer', '--batch', '1',
+	'--ack-wait', '1000', '--once', '--sql', q{INSERT INTO public.seen_settings
+  SELECT ($3->>'n')::int, pg_catalog.current_setting('synchronous_commit'), pg_catalog.current_setting('search_path'),
+         pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('client_encoding')});
+is($rc, 0, 'apply --once exits 0');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_settings}), '6', 'the 6 applied');
+is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT sc || '|' || sp || '|' || ds || '|' || ce, ',')
+  FROM public.seen_settings}), 'on|pg_catalog, pg_temp|ISO, MDY|UTF8',
+	'each --sql saw apply\'s own settings, not what the trigger set for the session before it');
 
 $nats->stop;
 $node->stop;
