@@ -453,25 +453,15 @@ apply_one(Applier *a, natsMsg *msg, const char *id)
 	return o;
 }
 
-/* Did a statement of the batch come back as `want` (errors stay quiet)? */
-static bool
-quiet_result(PGresult *res, ExecStatusType want, PGresult **out)
-{
-	ExecStatusType got = PQresultStatus(res);
-	bool		ok = got == want || (want == PGRES_TUPLES_OK && got == PGRES_COMMAND_OK);
-
-	if (ok && out != NULL)
-		*out = res;
-	else
-		PQclear(res);
-	return ok;
-}
-
-/* The same for a statement without parameters. */
+/* Run `sql` (no parameters); true if it came back as `want` (errors stay quiet). */
 static bool
 quiet_ok(PGconn *pg, const char *sql, ExecStatusType want)
 {
-	return quiet_result(pg_exec(pg, sql), want, NULL);
+	PGresult   *res = pg_exec(pg, sql);
+	bool		ok = PQresultStatus(res) == want;
+
+	PQclear(res);
+	return ok;
 }
 
 /*
