@@ -204,11 +204,10 @@ static PgStatement sql_stmt = {NULL, 5, sql_types, true};	/* --sql */
 #define LEAD_STEPS 3
 
 static void
-lead_steps(Applier *a, PgStep *steps, const char **pin_params)
+lead_steps(Applier *a, PgStep *steps)
 {
-	pin_params[0] = pg_pin_search_path(a->cfg);
 	steps[0] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE", NULL};
-	steps[1] = (PgStep) {&pg_pin_stmt, NULL, pin_params};
+	steps[1] = (PgStep) {&pg_pin_stmt, NULL, pg_pin_params(a->cfg)};
 	steps[2] = (PgStep) {NULL, "UNLISTEN *", NULL};
 }
 
@@ -218,10 +217,9 @@ begin_pinned(Applier *a)
 {
 	PgStep		steps[LEAD_STEPS];
 	PGresult   *res[LEAD_STEPS];
-	const char *pin_params[1];
 	bool		ok;
 
-	lead_steps(a, steps, pin_params);
+	lead_steps(a, steps);
 	ok = pg_pipeline(a->pg, steps, LEAD_STEPS, res);
 	for (int j = 0; j < LEAD_STEPS; j++)
 	{
@@ -245,8 +243,7 @@ begin_pinned(Applier *a)
 static PGresult *
 pinned_statement(Applier *a, PgStatement *st, const char *const *params)
 {
-	const char *pin_params[1] = {pg_pin_search_path(a->cfg)};
-	PgStep		steps[2] = {{&pg_pin_stmt, NULL, pin_params}, {st, NULL, params}};
+	PgStep		steps[2] = {{&pg_pin_stmt, NULL, pg_pin_params(a->cfg)}, {st, NULL, params}};
 	PGresult   *res[2];
 
 	if (!pg_pipeline(a->pg, steps, 2, res))
@@ -475,13 +472,12 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 	PgStep		steps[PG_PIPELINE_MAX];
 	PGresult   *res[PG_PIPELINE_MAX];
 	const char *params[PG_PIPELINE_MAX][2];
-	const char *pin_params[1];
 	int			lead = begin ? LEAD_STEPS : 0;
 	int			n = lead;
 	bool		ok;
 
 	if (begin)
-		lead_steps(a, steps, pin_params);
+		lead_steps(a, steps);
 	for (int i = from; i < to; i++, n++)
 	{
 		params[n][0] = ids[i];

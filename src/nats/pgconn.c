@@ -101,33 +101,45 @@ static bool session_broken = false;
  * own (the triggers of the tables --sql writes), which may change any of
  * them for the rest of the session (set_config(..., false)).  What
  * SESSION_SETUP, OWNER_SETTINGS and DURABLE_COMMITS set at connect, and
- * --sql's search_path with temporary tables last ($1: pg_pin_search_path).
- * One statement, every name in it qualified (it runs under whatever
- * search_path the session has), that apply sends first in every
+ * --sql's search_path with temporary tables last: pg_pin_params's two
+ * arrays, names and values.  apply sends it first in every
  * transaction it begins, in that transaction's first pipeline.
+ *
+ * Only what differs is set.  Each assignment costs (an lc_* one empties a
+ * locale cache, timezone_abbreviations reads a file), and in the steady
+ * state nothing differs: setting all of them every time cost 2.35x
+ * apply's server CPU per message (docs/performance.md).  A setting shows
+ * as the value it was set to in every case here, so one that reads the
+ * same is the same.  transaction_timeout is skipped on a server that has
+ * none (current_setting's NULL).  Every name and operator is qualified:
+ * the statement runs under whatever search_path the session has.
  */
+#define PIN_NAMES \
+	"{search_path,client_encoding,DateStyle,TimeZone,IntervalStyle,standard_conforming_strings," \
+	"transform_null_equals,array_nulls,bytea_output,default_transaction_isolation," \
+	"default_transaction_read_only,client_min_messages,statement_timeout,lock_timeout," \
+	"idle_session_timeout,idle_in_transaction_session_timeout,extra_float_digits," \
+	"timezone_abbreviations,xmloption,xmlbinary,default_text_search_config," \
+	"gin_fuzzy_search_limit,lc_monetary,lc_numeric,lc_time,row_security,exit_on_error," \
+	"backslash_quote,quote_all_identifiers,transaction_timeout}"
+#define PIN_VALUES_AFTER_PATH \
+	",UTF8,\"ISO, MDY\",UTC,postgres,on,off,on,hex,\"read committed\",off,warning,0,10s,0,0,1," \
+	"Default,content,base64,pg_catalog.simple,0,C,C,C,on,off,safe_encoding,off,0}"
+static const Oid pin_types[2] = {1009, 1009};	/* text[] */
+PgStatement pg_pin_stmt = {
+	"SELECT pg_catalog.count(pg_catalog.set_config(s.n, s.v, false)) FROM ("
+	" SELECT p.n, p.v FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) p(n, v)"
+	"  WHERE pg_catalog.current_setting(p.n, true) OPERATOR(pg_catalog.<>) p.v"
+	" UNION ALL SELECT 'synchronous_commit', 'on'"
+	"  WHERE pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=)"
+	"   ANY ('{off,local}'::pg_catalog.text[])) s(n, v)",
+	2, pin_types, true
+};
+
 #define DURABLE_VALUE \
 	"CASE WHEN pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=)" \
 	" ANY ('{off,local}'::pg_catalog.text[]) THEN 'on'" \
 	" ELSE pg_catalog.current_setting('synchronous_commit') END"
-static const Oid pin_types[1] = {25};
-PgStatement pg_pin_stmt = {
-	"SELECT pg_catalog.count(pg_catalog.set_config(s.n, s.v, false)) FROM (VALUES"
-	" ('search_path', $1::pg_catalog.text), ('client_encoding', 'UTF8'), ('DateStyle', 'ISO, MDY'),"
-	" ('TimeZone', 'UTC'), ('IntervalStyle', 'postgres'), ('standard_conforming_strings', 'on'),"
-	" ('transform_null_equals', 'off'), ('array_nulls', 'on'), ('bytea_output', 'hex'),"
-	" ('default_transaction_isolation', 'read committed'), ('default_transaction_read_only', 'off'),"
-	" ('client_min_messages', 'warning'), ('statement_timeout', '0'), ('lock_timeout', '10s'),"
-	" ('idle_session_timeout', '0'), ('idle_in_transaction_session_timeout', '0'),"
-	" ('extra_float_digits', '1'), ('timezone_abbreviations', 'Default'), ('xmloption', 'content'),"
-	" ('xmlbinary', 'base64'), ('default_text_search_config', 'pg_catalog.simple'),"
-	" ('gin_fuzzy_search_limit', '0'), ('lc_monetary', 'C'), ('lc_numeric', 'C'), ('lc_time', 'C'),"
-	" ('row_security', 'on'), ('exit_on_error', 'off'), ('backslash_quote', 'safe_encoding'),"
-	" ('quote_all_identifiers', 'off'), ('synchronous_commit', " DURABLE_VALUE ")"
-	" UNION ALL SELECT 'transaction_timeout', '0'"
-	"  WHERE pg_catalog.current_setting('transaction_timeout', true) IS NOT NULL) s(n, v)",
-	1, pin_types, true
-};
 
 /* Before COMMIT: durable, whatever code in the transaction set (SET LOCAL). */
 PgStatement pg_durable_stmt = {
@@ -135,8 +147,8 @@ PgStatement pg_durable_stmt = {
 };
 
 /* --sql's search_path: --search-path, or pg_catalog, then temporary tables. */
-const char *
-pg_pin_search_path(const Config *cfg)
+static const char *
+pin_search_path(const Config *cfg)
 {
 	static char *path = NULL;
 	const char *given = cfg->search_path ? cfg->search_path : "pg_catalog";
@@ -144,6 +156,38 @@ pg_pin_search_path(const Config *cfg)
 	if (path == NULL && (path = malloc(strlen(given) + sizeof(", pg_temp"))) != NULL)
 		sprintf(path, "%s, pg_temp", given);
 	return path;
+}
+
+/*
+ * pg_pin_stmt's parameters: the settings' names and their values, as
+ * array literals (the search path quoted as an element); NULL if out of
+ * memory.
+ */
+const char *const *
+pg_pin_params(const Config *cfg)
+{
+	static const char *params[2] = {PIN_NAMES, NULL};
+	static char *values = NULL;
+	const char *path = pin_search_path(cfg);
+
+	if (values == NULL && path != NULL &&
+		(values = malloc(2 * strlen(path) + sizeof("{\"\"" PIN_VALUES_AFTER_PATH))) != NULL)
+	{
+		char	   *v = values;
+
+		*v++ = '{';
+		*v++ = '"';
+		for (const char *c = path; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				*v++ = '\\';
+			*v++ = *c;
+		}
+		*v++ = '"';
+		strcpy(v, PIN_VALUES_AFTER_PATH);
+	}
+	params[1] = values;
+	return values ? params : NULL;
 }
 
 /*
@@ -354,7 +398,7 @@ find_eo(PGconn *conn)
 static bool
 set_search_path(PGconn *conn, const Config *cfg)
 {
-	const char *params[1] = {pg_pin_search_path(cfg)};
+	const char *params[1] = {pin_search_path(cfg)};
 	PGresult   *res = PQexecParams(conn, "SELECT pg_catalog.set_config('search_path', $1, false)",
 								   1, NULL, params, NULL, NULL, 0);
 	bool		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "setting --search-path");
