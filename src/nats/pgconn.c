@@ -91,10 +91,17 @@ static bool session_broken = false;
  * apply acknowledges a message to JetStream once its transaction has
  * committed: a commit that a crash can still take back (synchronous_commit
  * off, or local on a server with synchronous standbys) would lose it.
+ * The value it leaves, pinned again in every transaction (pg_pin_params).
  */
-#define DURABLE_COMMITS \
-	"SELECT pg_catalog.set_config('synchronous_commit', 'on', false)" \
-	" WHERE pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local}')"
+#define DURABLE_VALUE \
+	"CASE WHEN pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=)" \
+	" ANY ('{off,local}'::pg_catalog.text[]) THEN 'on'" \
+	" ELSE pg_catalog.current_setting('synchronous_commit') END"
+
+#define DURABLE_COMMITS "SELECT pg_catalog.set_config('synchronous_commit', " DURABLE_VALUE ", false)"
+
+/* What DURABLE_COMMITS left in this session. */
+static char durable_value[64] = "on";
 
 /*
  * The settings again, for apply: its session runs code that is not its
@@ -113,6 +120,8 @@ static bool session_broken = false;
  * same is the same.  transaction_timeout is skipped on a server that has
  * none (current_setting's NULL).  Every name and operator is qualified:
  * the statement runs under whatever search_path the session has.
+ * synchronous_commit goes last, as DURABLE_COMMITS left it at connect
+ * (durable, and remote_apply if that was asked for).
  */
 #define PIN_NAMES \
 	"{search_path,client_encoding,DateStyle,TimeZone,IntervalStyle,standard_conforming_strings," \
@@ -121,25 +130,17 @@ static bool session_broken = false;
 	"idle_session_timeout,idle_in_transaction_session_timeout,extra_float_digits," \
 	"timezone_abbreviations,xmloption,xmlbinary,default_text_search_config," \
 	"gin_fuzzy_search_limit,lc_monetary,lc_numeric,lc_time,row_security,exit_on_error," \
-	"backslash_quote,quote_all_identifiers,transaction_timeout}"
+	"backslash_quote,quote_all_identifiers,transaction_timeout,synchronous_commit}"
 #define PIN_VALUES_AFTER_PATH \
 	",UTF8,\"ISO, MDY\",UTC,postgres,on,off,on,hex,\"read committed\",off,warning,0,10s,0,0,1," \
-	"Default,content,base64,pg_catalog.simple,0,C,C,C,on,off,safe_encoding,off,0}"
+	"Default,content,base64,pg_catalog.simple,0,C,C,C,on,off,safe_encoding,off,0,"
 static const Oid pin_types[2] = {1009, 1009};	/* text[] */
 PgStatement pg_pin_stmt = {
-	"SELECT pg_catalog.count(pg_catalog.set_config(s.n, s.v, false)) FROM ("
-	" SELECT p.n, p.v FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) p(n, v)"
-	"  WHERE pg_catalog.current_setting(p.n, true) OPERATOR(pg_catalog.<>) p.v"
-	" UNION ALL SELECT 'synchronous_commit', 'on'"
-	"  WHERE pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=)"
-	"   ANY ('{off,local}'::pg_catalog.text[])) s(n, v)",
+	"SELECT pg_catalog.count(pg_catalog.set_config(p.n, p.v, false))"
+	" FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) p(n, v)"
+	" WHERE pg_catalog.current_setting(p.n, true) OPERATOR(pg_catalog.<>) p.v",
 	2, pin_types, true
 };
-
-#define DURABLE_VALUE \
-	"CASE WHEN pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=)" \
-	" ANY ('{off,local}'::pg_catalog.text[]) THEN 'on'" \
-	" ELSE pg_catalog.current_setting('synchronous_commit') END"
 
 /* Before COMMIT: durable, whatever code in the transaction set (SET LOCAL). */
 PgStatement pg_durable_stmt = {
@@ -160,21 +161,26 @@ pin_search_path(const Config *cfg)
 
 /*
  * pg_pin_stmt's parameters: the settings' names and their values, as
- * array literals (the search path quoted as an element); NULL if out of
- * memory.
+ * array literals (the search path quoted as an element), for this
+ * session (synchronous_commit's value is its own); NULL if out of memory.
  */
 const char *const *
 pg_pin_params(const Config *cfg)
 {
 	static const char *params[2] = {PIN_NAMES, NULL};
 	static char *values = NULL;
+	static long made_for = -1;
 	const char *path = pin_search_path(cfg);
 
-	if (values == NULL && path != NULL &&
-		(values = malloc(2 * strlen(path) + sizeof("{\"\"" PIN_VALUES_AFTER_PATH))) != NULL)
+	if (made_for != session && path != NULL)
 	{
-		char	   *v = values;
+		char	   *v;
 
+		free(values);
+		values = malloc(2 * strlen(path) + strlen(durable_value) +
+						sizeof("{\"\"" PIN_VALUES_AFTER_PATH "}"));
+		if ((v = values) == NULL)
+			return NULL;
 		*v++ = '{';
 		*v++ = '"';
 		for (const char *c = path; *c; c++)
@@ -183,8 +189,8 @@ pg_pin_params(const Config *cfg)
 				*v++ = '\\';
 			*v++ = *c;
 		}
-		*v++ = '"';
-		strcpy(v, PIN_VALUES_AFTER_PATH);
+		sprintf(v, "\"%s%s}", PIN_VALUES_AFTER_PATH, durable_value);
+		made_for = session;
 	}
 	params[1] = values;
 	return values ? params : NULL;
@@ -428,6 +434,8 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 	{
 		res = pg_exec(conn, DURABLE_COMMITS);
 		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "setting synchronous_commit");
+		if (ok)
+			snprintf(durable_value, sizeof(durable_value), "%s", PQgetvalue(res, 0, 0));
 		PQclear(res);
 	}
 	if (ok && cfg->search_path != NULL)
