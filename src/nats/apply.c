@@ -72,12 +72,15 @@ typedef struct Applier
 	int			stop_code;		/* >= 0: stop with this exit code */
 	bool		sql_worked;		/* the last --sql run succeeded */
 	int			sql_failures;	/* --sql failed on this many messages in a row */
+	bool		slow_down;		/* back off after this fetch (--sql looks wrong) */
 } Applier;
 
 /*
  * --sql failed on the data of this many messages in a row, none applied
- * in between: it is --sql that is wrong (a cast of $1 to uuid, a column
- * it forgets), not each message.  Stop, give them back.
+ * in between: it may be --sql that is wrong (a cast of $1 to uuid, a
+ * column it forgets), not each message.  apply says so and backs off
+ * after each fetch until --sql works again; it does not stop, for whoever
+ * may publish could then stop it with three messages (docs/nats.md).
  */
 #define SQL_FAILURES_MAX 3
 
@@ -316,7 +319,10 @@ record_failure(Applier *a, const char *id, PGresult *err)
  * wrong for every message (a cast of $1 to uuid, a column it forgets), and
  * an apply restarted by systemd with the same --sql would use up each
  * message's attempts.  So then the message is only offered again, and
- * SQL_FAILURES_MAX failures in a row stop apply.
+ * from SQL_FAILURES_MAX failures in a row on, apply backs off after each
+ * fetch, saying that --sql looks wrong.  The rest of the fetch goes on:
+ * a message --sql can apply ends the run, and the failures after it count
+ * against their messages again.
  */
 static Outcome
 sql_failed(Applier *a, PGresult *res, const char *id, const char *what)
@@ -329,13 +335,11 @@ sql_failed(Applier *a, PGresult *res, const char *id, const char *what)
 		return LOST;
 	if (kind == ERR_MESSAGE && ++a->sql_failures >= SQL_FAILURES_MAX)
 	{
-		if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
-			return LOST;
-		log_msg("error", "stopping: %s failed on %d messages in a row, none applied between"
-				" (the last with %s): --sql, not each message, looks wrong; fix it and start"
-				" eo_nats apply again: they were given back, none was given up",
-				what, a->sql_failures, sqlstate_of(res));
-		return STOP;
+		log_limited("sql suspect", "error", "%s failed on %d messages in a row, none applied"
+					" between (the last with %s): --sql, not each message, looks wrong; fix it"
+					" (nothing is recorded against them, they are offered again; apply backs"
+					" off until --sql works)", what, a->sql_failures, sqlstate_of(res));
+		a->slow_down = true;
 	}
 	if (kind == ERR_MESSAGE && !a->sql_worked)
 		return run(a->pg, "ROLLBACK", PGRES_COMMAND_OK) ? FAILED_RETRY : LOST;
@@ -758,10 +762,31 @@ give_back(Applier *a, natsMsg **msgs, const char **ids, int from, int n, Outcome
 }
 
 /*
+ * The session, made again if it was lost (by the batch, or by the message
+ * before): false, with stop_code set, if apply is to stop instead.
+ */
+static bool
+session_back(Applier *a)
+{
+	int			rc;
+
+	if (!pg_conn_lost(a->pg))
+		return true;
+	if ((a->pg = pg_ensure(a->pg, a->cfg, &rc)) != NULL)
+		return true;
+	a->stop_code = rc;
+	return false;
+}
+
+/*
  * The messages of one fetch: those without a Nats-Msg-Id or with a
  * payload that cannot be JSON are answered at once; the rest are applied
  * as one batch (apply_batch), or, if that fails, one by one until one
  * meets a trouble that is not its own, when the rest are given back.
+ * A message whose turn ends the session is given back alone, and the
+ * session made again for the next: it may be the message's own doing
+ * (a trigger that ends it, a backend that crashes on its data), and
+ * given back with the whole fetch it would hold the fetch for ever.
  * Answers go to JetStream only after the transaction that decided them
  * committed.  Returns the worst outcome: PASSING, STOP or LOST, or
  * APPLIED for all went its own way.
@@ -813,14 +838,22 @@ apply_list(Applier *a, natsMsgList *list)
 		{
 			Outcome		o;
 
-			if (stop_requested)
+			if (stop_requested || !session_back(a))
 			{
 				give_back(a, msgs, ids, i, n, STOP);	/* at once, for the next start */
+				worst = STOP;
 				break;
 			}
 			o = apply_one(a, msgs[i], ids[i]);
+			if (o == LOST)
+			{
+				/* maybe its own doing (its --sql's trigger ended the session): not the others' */
+				answer(a, msgs[i], PASSING, ids[i]);
+				worst = PASSING;
+				continue;
+			}
 			answer(a, msgs[i], o, ids[i]);
-			if (o == PASSING || o == STOP || o == LOST)
+			if (o == PASSING || o == STOP)
 			{
 				give_back(a, msgs, ids, i + 1, n, o);
 				worst = o;
@@ -954,13 +987,15 @@ apply_fetch(Applier *a, natsSubscription *sub)
 	}
 	if (worst == STOP)
 	{
-		a->stop_code = EO_EXIT_CONFIG;
+		if (a->stop_code < 0)
+			a->stop_code = EO_EXIT_CONFIG;
 		return false;
 	}
-	if (worst == PASSING)
+	if (worst == PASSING || a->slow_down)
 		sleep_ms(backoff_ms(a->pauses++, 30000));
 	else
 		a->pauses = 0;
+	a->slow_down = false;
 	return !(a->cfg->once && a->pauses > 4);
 }
 

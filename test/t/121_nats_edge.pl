@@ -68,7 +68,7 @@ GRANT USAGE ON SCHEMA eo TO consumer;
 GRANT EXECUTE ON FUNCTION eo.eo_claim(text, text, interval, text),
       eo.eo_fail(text, text, bigint, interval, text, text, boolean) TO consumer;
 SELECT eo.eo_scope_create(s, owner => 'consumer')
-  FROM unnest('{orders-consumer,fix-scope,fix-grant,fix-table,fix-breaker,enc}'::text[]) s;
+  FROM unnest('{orders-consumer,fix-scope,fix-grant,fix-table,fix-breaker,fix-poison,enc}'::text[]) s;
 CREATE SCHEMA app AUTHORIZATION consumer;
 });
 $node->safe_psql('inbox', q{
@@ -200,8 +200,26 @@ for my $m (@mistakes)
 # --sql wrong for every message on their data (22012 here): not the messages' fault
 ($rc) = $nats->run('mistake-breaker.log', @apply, '--durable', 'breaker', '--scope', 'fix-breaker',
 	'--sql', q{INSERT INTO app.fixed SELECT $1::uuid WHERE ($3->>'n')::int / 0 = 1});
-is($rc, 3, '--sql failing on 3 messages in a row, none applied: apply exits 3');
-like($nats->log('mistake-breaker.log'), qr/failed on 3 messages in a row.*22012/, '... saying why');
+is($rc, 1, '--sql failing on every message, none applied: apply --once ends with a failure');
+like($nats->log('mistake-breaker.log'), qr/failed on 3 messages in a row.*22012.*looks wrong/,
+	'... saying from the third on that --sql looks wrong');
+like($nats->log('mistake-breaker.log'), qr/stopping: 0 applied, 0 duplicates, 20 failed/,
+	'... and went on with the fetch instead of stopping (whoever publishes could stop it)');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM app.ledger l, eo.eo_status(l.id::text, 'fix-breaker') s}),
+	'0', '... recording nothing against the messages');
+# three messages in a row --sql cannot apply, then the rest (a publisher's poison): the
+# first four runs of --sql fail (the fetch's batch, then its first three messages alone)
+my $poison_sql = q{INSERT INTO app.poisoned SELECT $1::uuid
+ WHERE 1 / (CASE WHEN pg_catalog.nextval('app.poison_runs') <= 4 THEN 0 ELSE 1 END) = 1};
+$node->safe_psql('inbox', q{CREATE TABLE app.poisoned (id uuid PRIMARY KEY);
+CREATE SEQUENCE app.poison_runs;
+GRANT INSERT ON app.poisoned TO consumer; GRANT USAGE ON app.poison_runs TO consumer});
+($rc) = $nats->run('poison.log', @apply, '--durable', 'poison', '--scope', 'fix-poison',
+	'--sql', $poison_sql);
+like($nats->log('poison.log'), qr/failed on 3 messages in a row.*22012/,
+	'three poison messages in a row: --sql looks wrong');
+is($node->safe_psql('inbox', 'SELECT count(*) FROM app.poisoned'), '17',
+	'... and the 17 after them are applied in the same run: it did not stop');
 my ($rc2, $info) = $nats->run('admin.log', 'consumer-info', @nats, '--stream', 'ORDERS', '--durable', 'grant');
 like($info, qr/ack_floor_stream_seq: 0\n/,
 	'nothing was acknowledged or terminated by the apply stopped at its first message');
@@ -231,6 +249,10 @@ usleep(5_200_000);    # past the retry_after of what was offered again
 ($rc) = $nats->run('fixed-breaker.log', @apply, '--durable', 'breaker', '--scope', 'fix-breaker',
 	'--sql', $fixed_sql);
 is(fixed_count('fix-breaker'), '20', '--sql fixed: every message is applied');
+($rc) = $nats->run('poison-again.log', @apply, '--durable', 'poison', '--scope', 'fix-poison',
+	'--sql', q{INSERT INTO app.poisoned SELECT $1::uuid ON CONFLICT DO NOTHING});
+is($node->safe_psql('inbox', 'SELECT count(*) FROM app.poisoned'), '20',
+	'... and the three poison messages were only offered again, none lost');
 $node->safe_psql('inbox', 'TRUNCATE app.fixed');
 ($rc) = $nats->run('fixed-execute.log', @apply, '--pg', $node->connstr('inbox') . ' user=stranger',
 	'--durable', 'execute', '--scope', 'stranger-scope', '--sql', $fixed_sql);

@@ -21,6 +21,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 use lib 'test/perl';
 use EoNats;
 use EoTest;
@@ -136,6 +137,48 @@ is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_settings}), '6',
 is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT sc || '|' || sp || '|' || ds || '|' || ce, ',')
   FROM public.seen_settings}), 'on|pg_catalog, pg_temp|ISO, MDY|UTF8',
 	'each --sql saw apply\'s own settings, not what the trigger set for the session before it');
+
+# ---- a message whose trigger ends the session --------------------------------
+
+# Given back with its whole fetch, it held the fetch for ever (apply ran the
+# others on the dead session); now it is given back alone, the session is
+# made again, and the others of its fetch are applied.
+$node->safe_psql('shop', q{
+SELECT eo_outbox_create('killer', slots => 1) IS NOT NULL;
+SELECT eo_group_create('killer', 'nats');
+SELECT count(eo_emit('killer', 'order', 'agg', 'placed', jsonb_build_object('n', g)))
+  FROM generate_series(1, 6) g;
+});
+$node->safe_psql('inbox', q{
+SET ROLE owner;
+CREATE TABLE public.killed (n int PRIMARY KEY);
+GRANT INSERT ON public.killed TO consumer;
+CREATE FUNCTION public.kill_three() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  IF NEW.n = 3 THEN PERFORM pg_catalog.pg_terminate_backend(pg_catalog.pg_backend_pid()); END IF;
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER kill_three BEFORE INSERT ON public.killed FOR EACH ROW EXECUTE FUNCTION public.kill_three();
+});
+($rc) = $nats->run('admin3.log', 'stream-add', @nats, '--stream', 'KILLER', '--subjects', 'killer.>');
+($rc) = $nats->run('forward3.log', @nats, '--pg', $node->connstr('shop'), 'forward', '--outbox', 'killer',
+	'--group', 'nats', '--stream', 'KILLER', '--once');
+is($rc, 0, '6 more events forwarded');
+my @killer = (@nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply', '--stream', 'KILLER',
+	'--durable', 'killer', '--scope', 'orders-consumer', '--ack-wait', '1000', '--once', '--verbose',
+	'--sql', q{INSERT INTO public.killed SELECT ($3->>'n')::int});
+my $started = time;
+($rc) = $nats->run('apply3.log', @killer);
+is($rc, 1, 'the message whose trigger ends the session: apply --once ends with a failure');
+ok(time - $started < 30, '... soon (' . (time - $started) . ' s), not held by it');
+is($node->safe_psql('inbox', 'SELECT string_agg(n::text, \',\' ORDER BY n) FROM public.killed'), '1,2,4,5,6',
+	'... and the 5 others of its fetch applied');
+like($nats->log('apply3.log'), qr/stopping: 5 applied, 0 duplicates, 1 failed/, '... it says so');
+$node->safe_psql('inbox', 'SET ROLE owner; DROP TRIGGER kill_three ON public.killed');
+usleep(5_200_000);    # past the delay it was given back with
+($rc) = $nats->run('apply4.log', @killer);
+is($node->safe_psql('inbox', 'SELECT count(*) FROM public.killed'), '6',
+	'the trigger gone, the message given back is applied: none lost');
 
 $nats->stop;
 $node->stop;
