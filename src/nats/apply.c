@@ -210,7 +210,7 @@ static void
 lead_steps(Applier *a, PgStep *steps)
 {
 	steps[0] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE", NULL};
-	steps[1] = (PgStep) {&pg_pin_stmt, NULL, pg_pin_params(a->cfg)};
+	steps[1] = (PgStep) {&pg_pin_stmt, NULL, pg_pin_params()};
 	steps[2] = (PgStep) {NULL, "UNLISTEN *", NULL};
 }
 
@@ -246,7 +246,7 @@ begin_pinned(Applier *a)
 static PGresult *
 pinned_statement(Applier *a, PgStatement *st, const char *const *params)
 {
-	PgStep		steps[2] = {{&pg_pin_stmt, NULL, pg_pin_params(a->cfg)}, {st, NULL, params}};
+	PgStep		steps[2] = {{&pg_pin_stmt, NULL, pg_pin_params()}, {st, NULL, params}};
 	PGresult   *res[2];
 
 	if (!pg_pipeline(a->pg, steps, 2, res))

@@ -197,7 +197,7 @@ extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *co
 extern void pg_conn_break(PGconn *conn);
 extern PgStatement pg_pin_stmt;
 extern PgStatement pg_durable_stmt;
-extern const char *const *pg_pin_params(const Config *cfg);
+extern const char *const *pg_pin_params(void);
 
 /* pgpipe.c: statements in one round trip */
 typedef struct PgStep

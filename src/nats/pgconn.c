@@ -60,15 +60,21 @@ static bool session_broken = false;
  * Everything the database's owner can set (ALTER DATABASE ... SET) that
  * would change what eo_nats's statements or a --sql mean, or how long
  * they may run: set back to PostgreSQL's defaults.  (client_encoding is
- * a connection keyword: see pg_connect.)
+ * a connection keyword: see pg_connect.)  The role too: eo_nats runs as
+ * the role it logs in as, whatever ALTER DATABASE ... SET role says
+ * (the owner may name any role there, one with fewer rights or more).
+ * And PL/pgSQL's ASSERTs on, which the owner could turn off for the
+ * consumer's own functions (a custom setting: set before PL/pgSQL is
+ * loaded, it holds once it is).
  */
 #define SESSION_SETUP \
 	"SET search_path = pg_catalog, pg_temp; SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC';" \
 	" SET IntervalStyle = postgres; SET standard_conforming_strings = on;" \
 	" SET transform_null_equals = off; SET array_nulls = on; SET bytea_output = hex;" \
-	" SET default_transaction_isolation = 'read committed'; SET client_min_messages = warning;" \
-	" SET statement_timeout = 0; SET lock_timeout = '10s';" \
-	" SET idle_session_timeout = 0; SET idle_in_transaction_session_timeout = 0"
+	" SET default_transaction_isolation = 'read committed'; SET default_transaction_read_only = off;" \
+	" SET client_min_messages = warning; SET statement_timeout = 0; SET lock_timeout = '10s';" \
+	" SET idle_session_timeout = 0; SET idle_in_transaction_session_timeout = 0;" \
+	" SET ROLE NONE; SET plpgsql.check_asserts = on"
 
 /*
  * The rest that the owner (ALTER DATABASE/ROLE ... SET) may have set,
@@ -91,37 +97,32 @@ static bool session_broken = false;
  * apply acknowledges a message to JetStream once its transaction has
  * committed: a commit that a crash can still take back (synchronous_commit
  * off, or local on a server with synchronous standbys) would lose it.
- * The value it leaves, pinned again in every transaction (pg_pin_params).
  */
 #define DURABLE_VALUE \
 	"CASE WHEN pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=)" \
 	" ANY ('{off,local}'::pg_catalog.text[]) THEN 'on'" \
 	" ELSE pg_catalog.current_setting('synchronous_commit') END"
-
 #define DURABLE_COMMITS "SELECT pg_catalog.set_config('synchronous_commit', " DURABLE_VALUE ", false)"
-
-/* What DURABLE_COMMITS left in this session. */
-static char durable_value[64] = "on";
 
 /*
  * The settings again, for apply: its session runs code that is not its
  * own (the triggers of the tables --sql writes), which may change any of
- * them for the rest of the session (set_config(..., false)).  What
- * SESSION_SETUP, OWNER_SETTINGS and DURABLE_COMMITS set at connect, and
- * --sql's search_path with temporary tables last: pg_pin_params's two
- * arrays, names and values.  apply sends it first in every
- * transaction it begins, in that transaction's first pipeline.
+ * them for the rest of the session (set_config(..., false)).  PIN_NAMES
+ * are those SESSION_SETUP, OWNER_SETTINGS and DURABLE_COMMITS set at
+ * connect and --sql's search_path; their values are read once set up
+ * (PIN_CAPTURE), so that what the server's configuration says stays
+ * (lc_*, default_text_search_config), and what connect set is put back.
+ * apply sends pg_pin_stmt first in every transaction it begins, in that
+ * transaction's first pipeline, with pg_pin_params.
  *
  * Only what differs is set.  Each assignment costs (an lc_* one empties a
  * locale cache, timezone_abbreviations reads a file), and in the steady
  * state nothing differs: setting all of them every time cost 2.35x
  * apply's server CPU per message (docs/performance.md).  A setting shows
- * as the value it was set to in every case here, so one that reads the
- * same is the same.  transaction_timeout is skipped on a server that has
- * none (current_setting's NULL).  Every name and operator is qualified:
- * the statement runs under whatever search_path the session has.
- * synchronous_commit goes last, as DURABLE_COMMITS left it at connect
- * (durable, and remote_apply if that was asked for).
+ * as the value it was set to, so one that reads the same is the same.  A
+ * setting the server lacks (transaction_timeout before 17) reads NULL at
+ * connect and is skipped.  Every name and operator is qualified: the
+ * statement runs under whatever search_path the session has.
  */
 #define PIN_NAMES \
 	"{search_path,client_encoding,DateStyle,TimeZone,IntervalStyle,standard_conforming_strings," \
@@ -130,10 +131,11 @@ static char durable_value[64] = "on";
 	"idle_session_timeout,idle_in_transaction_session_timeout,extra_float_digits," \
 	"timezone_abbreviations,xmloption,xmlbinary,default_text_search_config," \
 	"gin_fuzzy_search_limit,lc_monetary,lc_numeric,lc_time,row_security,exit_on_error," \
-	"backslash_quote,quote_all_identifiers,transaction_timeout,synchronous_commit}"
-#define PIN_VALUES_AFTER_PATH \
-	",UTF8,\"ISO, MDY\",UTC,postgres,on,off,on,hex,\"read committed\",off,warning,0,10s,0,0,1," \
-	"Default,content,base64,pg_catalog.simple,0,C,C,C,on,off,safe_encoding,off,0,"
+	"backslash_quote,quote_all_identifiers,transaction_timeout,synchronous_commit,role," \
+	"plpgsql.check_asserts}"
+#define PIN_CAPTURE \
+	"SELECT pg_catalog.array_agg(pg_catalog.current_setting(u.n, true) ORDER BY u.i)" \
+	" FROM pg_catalog.unnest('" PIN_NAMES "'::pg_catalog.text[]) WITH ORDINALITY u(n, i)"
 static const Oid pin_types[2] = {1009, 1009};	/* text[] */
 PgStatement pg_pin_stmt = {
 	"SELECT pg_catalog.count(pg_catalog.set_config(p.n, p.v, false))"
@@ -141,6 +143,9 @@ PgStatement pg_pin_stmt = {
 	" WHERE pg_catalog.current_setting(p.n, true) OPERATOR(pg_catalog.<>) p.v",
 	2, pin_types, true
 };
+
+/* PIN_CAPTURE's answer in this session (malloc'd). */
+static char *pin_values = NULL;
 
 /* Before COMMIT: durable, whatever code in the transaction set (SET LOCAL). */
 PgStatement pg_durable_stmt = {
@@ -159,41 +164,14 @@ pin_search_path(const Config *cfg)
 	return path;
 }
 
-/*
- * pg_pin_stmt's parameters: the settings' names and their values, as
- * array literals (the search path quoted as an element), for this
- * session (synchronous_commit's value is its own); NULL if out of memory.
- */
+/* pg_pin_stmt's parameters in this session: the settings' names and their values. */
 const char *const *
-pg_pin_params(const Config *cfg)
+pg_pin_params(void)
 {
 	static const char *params[2] = {PIN_NAMES, NULL};
-	static char *values = NULL;
-	static long made_for = -1;
-	const char *path = pin_search_path(cfg);
 
-	if (made_for != session && path != NULL)
-	{
-		char	   *v;
-
-		free(values);
-		values = malloc(2 * strlen(path) + strlen(durable_value) +
-						sizeof("{\"\"" PIN_VALUES_AFTER_PATH "}"));
-		if ((v = values) == NULL)
-			return NULL;
-		*v++ = '{';
-		*v++ = '"';
-		for (const char *c = path; *c; c++)
-		{
-			if (*c == '"' || *c == '\\')
-				*v++ = '\\';
-			*v++ = *c;
-		}
-		sprintf(v, "\"%s%s}", PIN_VALUES_AFTER_PATH, durable_value);
-		made_for = session;
-	}
-	params[1] = values;
-	return values ? params : NULL;
+	params[1] = pin_values;
+	return params;
 }
 
 /*
@@ -413,6 +391,22 @@ set_search_path(PGconn *conn, const Config *cfg)
 	return ok;
 }
 
+/* The values PIN_NAMES have now, set up: what pg_pin_stmt puts back. */
+static bool
+capture_pin_values(PGconn *conn)
+{
+	PGresult   *res = pg_exec(conn, PIN_CAPTURE);
+	bool		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "reading the session's settings");
+
+	if (ok)
+	{
+		free(pin_values);
+		ok = (pin_values = strdup(PQgetvalue(res, 0, 0))) != NULL;
+	}
+	PQclear(res);
+	return ok;
+}
+
 /* The session made ready: settings, eo found.  *config if no use trying again. */
 static bool
 session_setup(PGconn *conn, const Config *cfg, bool *config)
@@ -434,12 +428,12 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 	{
 		res = pg_exec(conn, DURABLE_COMMITS);
 		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "setting synchronous_commit");
-		if (ok)
-			snprintf(durable_value, sizeof(durable_value), "%s", PQgetvalue(res, 0, 0));
 		PQclear(res);
 	}
 	if (ok && cfg->search_path != NULL)
 		ok = set_search_path(conn, cfg);
+	if (ok)
+		ok = capture_pin_values(conn);
 	if (!ok && pg_conn_lost(conn))
 		*config = false;
 	return ok;

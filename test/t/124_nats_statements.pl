@@ -107,16 +107,23 @@ SELECT eo_group_create('settings', 'nats');
 SELECT count(eo_emit('settings', 'order', 'agg', 'placed', jsonb_build_object('n', g)))
   FROM generate_series(1, 6) g;
 });
+$node->safe_psql('postgres', q{CREATE ROLE grp; GRANT grp TO consumer});
 $node->safe_psql('inbox', q{
+GRANT USAGE ON SCHEMA eo TO grp;
+GRANT EXECUTE ON FUNCTION eo.eo_claim(text, text, interval, text) TO grp;
 SET ROLE owner;
-CREATE TABLE public.seen_settings (n int, sc text, sp text, ds text, ce text);
-GRANT INSERT, SELECT ON public.seen_settings TO consumer;
+CREATE TABLE public.seen_settings (n int, sc text, sp text, ds text, ce text, cu text, ca text, ts text);
+GRANT INSERT, SELECT ON public.seen_settings TO consumer, grp;
+ALTER DATABASE inbox SET role = grp;
 CREATE FUNCTION public.unsettle() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
   PERFORM pg_catalog.set_config('synchronous_commit', 'off', false),
           pg_catalog.set_config('search_path', 'public, pg_catalog', false),
           pg_catalog.set_config('DateStyle', 'SQL, DMY', false),
-          pg_catalog.set_config('client_encoding', 'LATIN1', false);
+          pg_catalog.set_config('client_encoding', 'LATIN1', false),
+          pg_catalog.set_config('plpgsql.check_asserts', 'off', false),
+          pg_catalog.set_config('default_text_search_config', 'pg_catalog.simple', false),
+          pg_catalog.set_config('role', 'grp', false);
   LISTEN owner_channel;
   RETURN NEW;
 END $f$;
@@ -131,12 +138,17 @@ is($rc, 0, '6 more events forwarded');
 	'--stream', 'SETTINGS', '--durable', 'inbox2', '--scope', 'orders-consumer', '--batch', '1',
 	'--ack-wait', '1000', '--once', '--sql', q{INSERT INTO public.seen_settings
   SELECT ($3->>'n')::int, pg_catalog.current_setting('synchronous_commit'), pg_catalog.current_setting('search_path'),
-         pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('client_encoding')});
+         pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('client_encoding'),
+         current_user, pg_catalog.current_setting('plpgsql.check_asserts'),
+         pg_catalog.current_setting('default_text_search_config')});
 is($rc, 0, 'apply --once exits 0');
 is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_settings}), '6', 'the 6 applied');
-is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT sc || '|' || sp || '|' || ds || '|' || ce, ',')
-  FROM public.seen_settings}), 'on|pg_catalog, pg_temp|ISO, MDY|UTF8',
-	'each --sql saw apply\'s own settings, not what the trigger set for the session before it');
+is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', sc, sp, ds, ce, cu, ca, ts), ',')
+  FROM public.seen_settings}), 'on|pg_catalog, pg_temp|ISO, MDY|UTF8|consumer|on|pg_catalog.english',
+	'each --sql saw apply\'s own settings, not what the trigger set for the session before it:'
+	. ' its role (not the owner\'s ALTER DATABASE ... SET role), ASSERTs on, and the server\'s'
+	. ' default_text_search_config (postgresql.conf\'s, not PostgreSQL\'s built-in)');
+$node->safe_psql('inbox', 'SET ROLE NONE; ALTER DATABASE inbox RESET role');
 
 # ---- a message whose trigger ends the session --------------------------------
 
