@@ -396,30 +396,59 @@ claim_status(Applier *a, const char *status)
 	return o;
 }
 
+/*
+ * What goes before COMMIT: the deferred triggers fired now, then
+ * synchronous_commit durable for the transaction, whatever --sql's
+ * triggers (deferred ones among them) set for it.  Fired at COMMIT, after
+ * the durable step, a deferred trigger could still make the commit one a
+ * crash takes back.
+ */
+#define COMMIT_STEPS 3
+
+static void
+commit_steps(PgStep *steps)
+{
+	steps[0] = (PgStep) {NULL, "SET CONSTRAINTS ALL IMMEDIATE", NULL};
+	steps[1] = (PgStep) {&pg_durable_stmt, NULL, NULL};
+	steps[2] = (PgStep) {NULL, "COMMIT", NULL};
+}
+
+/* COMMIT_STEPS for one message: APPLIED, or what their failure means for it. */
+static Outcome
+commit_one(Applier *a, const char *id)
+{
+	PgStep		steps[COMMIT_STEPS];
+	PGresult   *res[COMMIT_STEPS];
+	Outcome		o = APPLIED;
+
+	commit_steps(steps);
+	if (!pg_pipeline(a->pg, steps, COMMIT_STEPS, res))
+		return LOST;
+	for (int j = 0; j < COMMIT_STEPS; j++)
+	{
+		ExecStatusType got = PQresultStatus(res[j]);
+
+		/* a deferred constraint fails the first; the rest are then aborted */
+		if (o == APPLIED && got != PGRES_COMMAND_OK && got != PGRES_TUPLES_OK)
+			o = sql_failed(a, res[j], id, "COMMIT");
+		PQclear(res[j]);
+	}
+	if (o == APPLIED)
+		crash_point("after-commit");
+	return o;
+}
+
 /* --sql and COMMIT, once the message's id is claimed. */
 static Outcome
 apply_claimed(Applier *a, const Args *args, const char *id)
 {
 	PGresult   *res = pg_exec_statement(a->pg, &sql_stmt, args->params);
-	Outcome		o = APPLIED;
+	Outcome		o;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
 		o = sql_failed(a, res, id, "--sql");
 	else
-	{
-		/* durable, whatever --sql's triggers set; COMMIT can fail too (a deferred constraint) */
-		PQclear(res);
-		res = pg_exec_statement(a->pg, &pg_durable_stmt, NULL);
-		if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		{
-			PQclear(res);
-			res = pg_exec(a->pg, "COMMIT");
-		}
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			o = sql_failed(a, res, id, "COMMIT");
-		else
-			crash_point("after-commit");
-	}
+		o = commit_one(a, id);
 	PQclear(res);
 	return o;
 }
@@ -508,12 +537,16 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 	return ok;
 }
 
-/* --sql for message i, then COMMIT if `commit`, in one round trip. */
+/*
+ * --sql for message i (its settings pinned again before it if `pin`: an
+ * earlier --sql of the transaction ran triggers), then COMMIT if
+ * `commit`, in one round trip.
+ */
 static bool
-sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool commit)
+sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
 {
-	PgStep		steps[3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}, {NULL, NULL, NULL}};
-	PGresult   *res[3];
+	PgStep		steps[2 + COMMIT_STEPS];
+	PGresult   *res[2 + COMMIT_STEPS];
 	Args		args;
 	int			n = 0;
 	bool		ok = true;
@@ -521,13 +554,14 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool commit)
 	if (msg != NULL)
 	{
 		(void) args_make(&args, msg, id);
+		if (pin)
+			steps[n++] = (PgStep) {&pg_pin_stmt, NULL, pg_pin_params()};
 		steps[n++] = (PgStep) {&sql_stmt, NULL, args.params};
 	}
 	if (commit)
 	{
-		/* durable, whatever --sql's triggers set for the transaction */
-		steps[n++] = (PgStep) {&pg_durable_stmt, NULL, NULL};
-		steps[n++] = (PgStep) {NULL, "COMMIT", NULL};
+		commit_steps(steps + n);
+		n += COMMIT_STEPS;
 	}
 	ok = pg_pipeline(a->pg, steps, n, res);
 	for (int j = 0; j < n; j++)
@@ -567,6 +601,7 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 	PGconn	   *pg = a->pg;
 	int			chunk = PG_PIPELINE_MAX - LEAD_STEPS;
 	int			last = -1;
+	bool		sql_ran = false;	/* and its triggers: settings to pin again */
 	bool		ok = true;
 
 	for (int from = 0; ok && from < n; from += chunk)
@@ -576,9 +611,10 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 			last = i;
 	for (int i = 0; ok && i < last; i++)
 		if (out[i] == APPLIED)
-			ok = sql_and_commit(a, msgs[i], ids[i], false);
+			ok = sql_and_commit(a, msgs[i], ids[i], sql_ran, false), sql_ran = true;
 	if (ok)
-		ok = sql_and_commit(a, last >= 0 ? msgs[last] : NULL, last >= 0 ? ids[last] : NULL, true);
+		ok = sql_and_commit(a, last >= 0 ? msgs[last] : NULL, last >= 0 ? ids[last] : NULL,
+							sql_ran, true);
 	if (!ok && !pg_conn_lost(pg) && PQtransactionStatus(pg) != PQTRANS_IDLE)
 		(void) quiet_ok(pg, "ROLLBACK", PGRES_COMMAND_OK);
 	if (ok)

@@ -101,12 +101,7 @@ is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 
 
 # ---- settings a trigger changes for the rest of the session ----------------
 
-$node->safe_psql('shop', q{
-SELECT eo_outbox_create('settings', slots => 1) IS NOT NULL;
-SELECT eo_group_create('settings', 'nats');
-SELECT count(eo_emit('settings', 'order', 'agg', 'placed', jsonb_build_object('n', g)))
-  FROM generate_series(1, 6) g;
-});
+forward_new('settings', 'SETTINGS');
 $node->safe_psql('postgres', q{CREATE ROLE grp; GRANT grp TO consumer});
 $node->safe_psql('inbox', q{
 GRANT USAGE ON SCHEMA eo TO grp;
@@ -129,10 +124,6 @@ BEGIN
 END $f$;
 CREATE TRIGGER unsettle BEFORE INSERT ON public.seen_settings FOR EACH ROW EXECUTE FUNCTION public.unsettle();
 });
-($rc) = $nats->run('admin2.log', 'stream-add', @nats, '--stream', 'SETTINGS', '--subjects', 'settings.>');
-($rc) = $nats->run('forward2.log', @nats, '--pg', $node->connstr('shop'), 'forward', '--outbox', 'settings',
-	'--group', 'nats', '--stream', 'SETTINGS', '--once');
-is($rc, 0, '6 more events forwarded');
 # one message a fetch: each is a transaction of its own, after the first one's trigger ran
 ($rc) = $nats->run('apply2.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
 	'--stream', 'SETTINGS', '--durable', 'inbox2', '--scope', 'orders-consumer', '--batch', '1',
@@ -150,17 +141,79 @@ is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', sc, sp,
 	. ' default_text_search_config (postgresql.conf\'s, not PostgreSQL\'s built-in)');
 $node->safe_psql('inbox', 'SET ROLE NONE; ALTER DATABASE inbox RESET role');
 
+# Six more events (n 1..6) in an outbox of their own, forwarded to a stream of their own.
+sub forward_new
+{
+	my ($outbox, $stream) = @_;
+
+	$node->safe_psql('shop', qq{
+SELECT eo_outbox_create('$outbox', slots => 1) IS NOT NULL;
+SELECT eo_group_create('$outbox', 'nats');
+SELECT count(eo_emit('$outbox', 'order', 'agg', 'placed', jsonb_build_object('n', g)))
+  FROM generate_series(1, 6) g;
+});
+	$nats->run("admin-$outbox.log", 'stream-add', @nats, '--stream', $stream, '--subjects', "$outbox.>");
+	my ($rc) = $nats->run("forward-$outbox.log", @nats, '--pg', $node->connstr('shop'), 'forward',
+		'--outbox', $outbox, '--group', 'nats', '--stream', $stream, '--once');
+	is($rc, 0, "6 more events forwarded ($outbox)");
+}
+
+# ---- settings a trigger changes for its own transaction ---------------------
+
+# One fetch, one transaction for its 6 messages: a BEFORE trigger sets
+# settings LOCAL on each row (the later messages' --sql are pinned again
+# before they run), and a deferred one turns synchronous_commit off at the
+# end (fired before the durable step, not at COMMIT after it).  Then the
+# WAL writer is stopped and the server crashes: had the commit been
+# asynchronous, what apply acknowledged would be gone.
+forward_new('local', 'LOCAL');
+$node->safe_psql('inbox', q{
+SET ROLE owner;
+CREATE TABLE public.seen_local (n int, sp text, ds text, cu text, ca text);
+GRANT INSERT, SELECT ON public.seen_local TO consumer, grp;
+CREATE FUNCTION public.unsettle_local() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM pg_catalog.set_config('search_path', 'public, pg_catalog', true),
+          pg_catalog.set_config('DateStyle', 'SQL, DMY', true),
+          pg_catalog.set_config('plpgsql.check_asserts', 'off', true),
+          pg_catalog.set_config('role', 'grp', true);
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER unsettle_local BEFORE INSERT ON public.seen_local FOR EACH ROW EXECUTE FUNCTION public.unsettle_local();
+CREATE FUNCTION public.async_commit() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
+  RETURN NULL;
+END $f$;
+CREATE CONSTRAINT TRIGGER async_commit AFTER INSERT ON public.seen_local DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION public.async_commit();
+});
+my $walwriter = $node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
+kill 'STOP', $walwriter;
+($rc) = $nats->run('apply-local.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
+	'--stream', 'LOCAL', '--durable', 'local', '--scope', 'orders-consumer', '--ack-wait', '1000', '--once',
+	'--verbose',
+	'--sql', q{INSERT INTO public.seen_local SELECT ($3->>'n')::int, pg_catalog.current_setting('search_path'),
+  pg_catalog.current_setting('DateStyle'), current_user, pg_catalog.current_setting('plpgsql.check_asserts')});
+is($rc, 0, 'apply --once exits 0');
+like($nats->log('apply-local.log'), qr/fetch: 6 applied/, '... the 6 applied, in one fetch');
+is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', sp, ds, cu, ca), ',')
+  FROM public.seen_local}), 'pg_catalog, pg_temp|ISO, MDY|consumer|on',
+	'each --sql of the fetch saw apply\'s settings, not what the trigger set for the transaction');
+$node->stop('immediate');
+kill 'CONT', $walwriter;
+$node->start;
+is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_local}), '6',
+	'all 6 there after a crash with the WAL writer stopped: the commit was durable, whatever the'
+	. ' deferred trigger set');
+
 # ---- a message whose trigger ends the session --------------------------------
 
 # Given back with its whole fetch, it held the fetch for ever (apply ran the
 # others on the dead session); now it is given back alone, the session is
 # made again, and the others of its fetch are applied.
-$node->safe_psql('shop', q{
-SELECT eo_outbox_create('killer', slots => 1) IS NOT NULL;
-SELECT eo_group_create('killer', 'nats');
-SELECT count(eo_emit('killer', 'order', 'agg', 'placed', jsonb_build_object('n', g)))
-  FROM generate_series(1, 6) g;
-});
+forward_new('killer', 'KILLER');
 $node->safe_psql('inbox', q{
 SET ROLE owner;
 CREATE TABLE public.killed (n int PRIMARY KEY);
@@ -172,10 +225,6 @@ BEGIN
 END $f$;
 CREATE TRIGGER kill_three BEFORE INSERT ON public.killed FOR EACH ROW EXECUTE FUNCTION public.kill_three();
 });
-($rc) = $nats->run('admin3.log', 'stream-add', @nats, '--stream', 'KILLER', '--subjects', 'killer.>');
-($rc) = $nats->run('forward3.log', @nats, '--pg', $node->connstr('shop'), 'forward', '--outbox', 'killer',
-	'--group', 'nats', '--stream', 'KILLER', '--once');
-is($rc, 0, '6 more events forwarded');
 my @killer = (@nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply', '--stream', 'KILLER',
 	'--durable', 'killer', '--scope', 'orders-consumer', '--ack-wait', '1000', '--once', '--verbose',
 	'--sql', q{INSERT INTO public.killed SELECT ($3->>'n')::int});
