@@ -539,7 +539,7 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 
 /*
  * --sql for message i (its settings pinned again before it if `pin`: an
- * earlier --sql of the transaction ran triggers), then COMMIT if
+ * earlier --sql's trigger changed one the server reports), then COMMIT if
  * `commit`, in one round trip.
  */
 static bool
@@ -601,7 +601,6 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 	PGconn	   *pg = a->pg;
 	int			chunk = PG_PIPELINE_MAX - LEAD_STEPS;
 	int			last = -1;
-	bool		sql_ran = false;	/* and its triggers: settings to pin again */
 	bool		ok = true;
 
 	for (int from = 0; ok && from < n; from += chunk)
@@ -611,10 +610,10 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 			last = i;
 	for (int i = 0; ok && i < last; i++)
 		if (out[i] == APPLIED)
-			ok = sql_and_commit(a, msgs[i], ids[i], sql_ran, false), sql_ran = true;
+			ok = sql_and_commit(a, msgs[i], ids[i], pg_reported_moved(a->pg), false);
 	if (ok)
 		ok = sql_and_commit(a, last >= 0 ? msgs[last] : NULL, last >= 0 ? ids[last] : NULL,
-							sql_ran, true);
+							pg_reported_moved(a->pg), true);
 	if (!ok && !pg_conn_lost(pg) && PQtransactionStatus(pg) != PQTRANS_IDLE)
 		(void) quiet_ok(pg, "ROLLBACK", PGRES_COMMAND_OK);
 	if (ok)

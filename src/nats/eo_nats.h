@@ -198,6 +198,7 @@ extern void pg_conn_break(PGconn *conn);
 extern PgStatement pg_pin_stmt;
 extern PgStatement pg_durable_stmt;
 extern const char *const *pg_pin_params(void);
+extern bool pg_reported_moved(PGconn *conn);
 
 /* pgpipe.c: statements in one round trip */
 typedef struct PgStep

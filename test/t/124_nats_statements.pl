@@ -161,22 +161,22 @@ SELECT count(eo_emit('$outbox', 'order', 'agg', 'placed', jsonb_build_object('n'
 # ---- settings a trigger changes for its own transaction ---------------------
 
 # One fetch, one transaction for its 6 messages: a BEFORE trigger sets
-# settings LOCAL on each row (the later messages' --sql are pinned again
-# before they run), and a deferred one turns synchronous_commit off at the
-# end (fired before the durable step, not at COMMIT after it).  Then the
+# settings LOCAL on each row that change what a message's data means (the
+# server reports them: the later messages' --sql are pinned again before
+# they run), and a deferred one turns synchronous_commit off at the end
+# (fired before the durable step, not at COMMIT after it).  Then the
 # WAL writer is stopped and the server crashes: had the commit been
 # asynchronous, what apply acknowledged would be gone.
 forward_new('local', 'LOCAL');
 $node->safe_psql('inbox', q{
 SET ROLE owner;
-CREATE TABLE public.seen_local (n int, sp text, ds text, cu text, ca text);
+CREATE TABLE public.seen_local (n int, ce text, ds text, tz text);
 GRANT INSERT, SELECT ON public.seen_local TO consumer, grp;
 CREATE FUNCTION public.unsettle_local() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
-  PERFORM pg_catalog.set_config('search_path', 'public, pg_catalog', true),
+  PERFORM pg_catalog.set_config('client_encoding', 'LATIN1', true),
           pg_catalog.set_config('DateStyle', 'SQL, DMY', true),
-          pg_catalog.set_config('plpgsql.check_asserts', 'off', true),
-          pg_catalog.set_config('role', 'grp', true);
+          pg_catalog.set_config('TimeZone', 'Asia/Tokyo', true);
   RETURN NEW;
 END $f$;
 CREATE TRIGGER unsettle_local BEFORE INSERT ON public.seen_local FOR EACH ROW EXECUTE FUNCTION public.unsettle_local();
@@ -194,12 +194,12 @@ kill 'STOP', $walwriter;
 ($rc) = $nats->run('apply-local.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
 	'--stream', 'LOCAL', '--durable', 'local', '--scope', 'orders-consumer', '--ack-wait', '1000', '--once',
 	'--verbose',
-	'--sql', q{INSERT INTO public.seen_local SELECT ($3->>'n')::int, pg_catalog.current_setting('search_path'),
-  pg_catalog.current_setting('DateStyle'), current_user, pg_catalog.current_setting('plpgsql.check_asserts')});
+	'--sql', q{INSERT INTO public.seen_local SELECT ($3->>'n')::int, pg_catalog.current_setting('client_encoding'),
+  pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('TimeZone')});
 is($rc, 0, 'apply --once exits 0');
 like($nats->log('apply-local.log'), qr/fetch: 6 applied/, '... the 6 applied, in one fetch');
-is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', sp, ds, cu, ca), ',')
-  FROM public.seen_local}), 'pg_catalog, pg_temp|ISO, MDY|consumer|on',
+is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', ce, ds, tz), ',')
+  FROM public.seen_local}), 'UTF8|ISO, MDY|UTC',
 	'each --sql of the fetch saw apply\'s settings, not what the trigger set for the transaction');
 $node->stop('immediate');
 kill 'CONT', $walwriter;
