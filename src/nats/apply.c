@@ -873,10 +873,15 @@ apply_list(Applier *a, natsMsgList *list)
 		{
 			Outcome		o;
 
-			if (stop_requested || !session_back(a))
+			if (stop_requested)
 			{
 				give_back(a, msgs, ids, i, n, STOP);	/* at once, for the next start */
-				worst = STOP;
+				break;
+			}
+			if (!session_back(a))
+			{
+				give_back(a, msgs, ids, i, n, STOP);
+				worst = STOP;	/* with the stop_code pg_ensure gave */
 				break;
 			}
 			o = apply_one(a, msgs[i], ids[i]);
