@@ -11,9 +11,14 @@
 # from its own text each time: every message is applied once.
 # The settings such a trigger changes for the rest of the session
 # (synchronous_commit off: an acknowledged message lost by a crash;
-# client_encoding, search_path, DateStyle) are pinned again at
+# client_encoding, search_path, DateStyle, the role) are pinned again at
 # the start of every transaction apply begins: each later message's --sql
-# sees apply's own.
+# sees apply's own, and a TEMP table it makes does not take the name of
+# --search-path's table.  Within a batch, the settings the server reports
+# are pinned again when one moved; deferred triggers are fired before the
+# step that makes the commit durable (a crash with the WAL writer stopped
+# loses nothing); a message whose trigger ends the session is given back
+# alone, the rest of its fetch applied.
 
 use strict;
 use warnings;
@@ -112,6 +117,7 @@ GRANT INSERT, SELECT ON public.seen_settings TO consumer, grp;
 ALTER DATABASE inbox SET role = grp;
 CREATE FUNCTION public.unsettle() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
+  CREATE TEMP TABLE IF NOT EXISTS seen_settings (LIKE public.seen_settings);
   PERFORM pg_catalog.set_config('synchronous_commit', 'off', false),
           pg_catalog.set_config('search_path', 'public, pg_catalog', false),
           pg_catalog.set_config('DateStyle', 'SQL, DMY', false),
@@ -127,15 +133,17 @@ CREATE TRIGGER unsettle BEFORE INSERT ON public.seen_settings FOR EACH ROW EXECU
 # one message a fetch: each is a transaction of its own, after the first one's trigger ran
 ($rc) = $nats->run('apply2.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
 	'--stream', 'SETTINGS', '--durable', 'inbox2', '--scope', 'orders-consumer', '--batch', '1',
-	'--ack-wait', '1000', '--once', '--sql', q{INSERT INTO public.seen_settings
+	'--ack-wait', '1000', '--once', '--search-path', 'public', '--sql', q{INSERT INTO seen_settings
   SELECT ($3->>'n')::int, pg_catalog.current_setting('synchronous_commit'), pg_catalog.current_setting('search_path'),
          pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('client_encoding'),
          current_user, pg_catalog.current_setting('plpgsql.check_asserts'),
          pg_catalog.current_setting('default_text_search_config')});
 is($rc, 0, 'apply --once exits 0');
-is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_settings}), '6', 'the 6 applied');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_settings}), '6',
+	'the 6 applied into the table --search-path names, not the TEMP table of the same name the'
+	. ' trigger made (temporary tables come last in --sql\'s search_path)');
 is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', sc, sp, ds, ce, cu, ca, ts), ',')
-  FROM public.seen_settings}), 'on|pg_catalog, pg_temp|ISO, MDY|UTF8|consumer|on|pg_catalog.english',
+  FROM public.seen_settings}), 'on|public, pg_temp|ISO, MDY|UTF8|consumer|on|pg_catalog.english',
 	'each --sql saw apply\'s own settings, not what the trigger set for the session before it:'
 	. ' its role (not the owner\'s ALTER DATABASE ... SET role), ASSERTs on, and the server\'s'
 	. ' default_text_search_config (postgresql.conf\'s, not PostgreSQL\'s built-in)');
