@@ -73,6 +73,7 @@ typedef struct Applier
 	bool		sql_worked;		/* the last --sql run succeeded */
 	int			sql_failures;	/* --sql failed on this many messages in a row */
 	bool		slow_down;		/* back off after this fetch (--sql looks wrong) */
+	bool		not_yet;		/* the start's checks met a passing trouble */
 } Applier;
 
 /*
@@ -199,17 +200,21 @@ static PgStatement sql_stmt = {NULL, 5, sql_types, true};	/* --sql */
 
 /*
  * What every transaction of apply begins with, in its first pipeline:
- * BEGIN (read committed, read write, whatever the session's defaults say
- * now), its settings pinned again (pg_pin_stmt), and no LISTEN left: code
- * run in the session (--sql's tables' triggers) may have changed them
- * since the last transaction.  Fills steps[0..LEAD_STEPS).
+ * BEGIN (read committed, whatever the session's default says now), its
+ * settings pinned again (pg_pin_stmt), and no LISTEN left: code run in
+ * the session (--sql's tables' triggers) may have changed them since the
+ * last transaction.  Not READ WRITE: a server fenced with
+ * default_transaction_read_only (an HA manager's, or a standby) must
+ * refuse apply's writes (25006: the session is replaced).  One a trigger
+ * set read-only costs a new session; the pin sets it back for the next.
+ * Fills steps[0..LEAD_STEPS).
  */
 #define LEAD_STEPS 3
 
 static void
 lead_steps(Applier *a, PgStep *steps)
 {
-	steps[0] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE", NULL};
+	steps[0] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
 	steps[1] = (PgStep) {&pg_pin_stmt, NULL, pg_pin_params()};
 	steps[2] = (PgStep) {NULL, "UNLISTEN *", NULL};
 }
@@ -923,12 +928,14 @@ scope_usable(Applier *a)
 		return false;
 	res = pg_exec_statement(a->pg, &claim_stmt, params);
 	ok = pg_ok(a->pg, res, PGRES_TUPLES_OK, "claiming in --scope");
-	if (!ok)
+	if (!ok && pg_error_kind(a->pg, res, BLAME_NONE) == ERR_TRANSIENT)
+		a->not_yet = true;		/* read-only (fenced, a standby), or lost: not the scope */
+	else if (!ok)
 		log_msg("error", "--scope \"%s\" cannot be claimed in by role \"%s\" (see the line"
 				" before): make it with eo_scope_create(name, owner => role); stopping",
 				a->cfg->scope, PQuser(a->pg));
 	PQclear(res);
-	return run(a->pg, "ROLLBACK", PGRES_COMMAND_OK) && ok;
+	return (pg_conn_lost(a->pg) || run(a->pg, "ROLLBACK", PGRES_COMMAND_OK)) && ok;
 }
 
 /*
@@ -1039,6 +1046,37 @@ apply_fetch(Applier *a, natsSubscription *sub)
 	return !(a->cfg->once && a->pauses > 4);
 }
 
+/*
+ * ready_to_apply, tried again in a new session with backoff while what
+ * stops it passes (a server that refuses writes: fenced by an HA
+ * manager's default_transaction_read_only, a standby not yet promoted).
+ * False, with stop_code set, if apply is to stop.
+ */
+static bool
+checked_at_start(Applier *a)
+{
+	int			rc;
+
+	for (int tries = 0;; tries++)
+	{
+		a->not_yet = false;
+		if (ready_to_apply(a))
+			return true;
+		if (!a->not_yet)
+			a->stop_code = EO_EXIT_CONFIG;
+		else if (a->cfg->once && tries >= 4)
+			a->stop_code = EO_EXIT_FAILED;
+		else if (!stop_requested)
+		{
+			sleep_ms(backoff_ms(tries, 10000));
+			if ((a->pg = pg_ensure(a->pg, a->cfg, &rc)) != NULL)
+				continue;
+			a->stop_code = rc;
+		}
+		return false;
+	}
+}
+
 int
 apply_main(const Config *cfg)
 {
@@ -1051,8 +1089,8 @@ apply_main(const Config *cfg)
 	sql_stmt.sql = cfg->sql;
 	if ((a.pg = pg_ensure(NULL, cfg, &rc)) == NULL)
 		return rc;
-	if (!ready_to_apply(&a))
-		a.stop_code = EO_EXIT_CONFIG;
+	if (!checked_at_start(&a))
+		;						/* stop_code says why */
 	else if ((js = nats_jetstream(cfg, &nc, &rc)) == NULL)
 		a.stop_code = rc;
 	else if ((sub = subscribe(js, cfg)) == NULL)

@@ -71,7 +71,7 @@ static bool session_broken = false;
 	"SET search_path = pg_catalog, pg_temp; SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC';" \
 	" SET IntervalStyle = postgres; SET standard_conforming_strings = on;" \
 	" SET transform_null_equals = off; SET array_nulls = on; SET bytea_output = hex;" \
-	" SET default_transaction_isolation = 'read committed'; SET default_transaction_read_only = off;" \
+	" SET default_transaction_isolation = 'read committed';" \
 	" SET client_min_messages = warning; SET statement_timeout = 0; SET lock_timeout = '10s';" \
 	" SET idle_session_timeout = 0; SET idle_in_transaction_session_timeout = 0;" \
 	" SET ROLE NONE; SET plpgsql.check_asserts = on"

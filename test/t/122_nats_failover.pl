@@ -11,7 +11,8 @@
 #   with target_session_attrs=any it warns at start, lands on the standby,
 #   says so with the fix, and gives up with --once with exit 1, not 3; a
 #   session that cannot write (default_transaction_read_only, 25006) is
-#   said with the fix and replaced, exit 1 with --once, not 3;
+#   said with the fix and replaced, exit 1 with --once, not 3, for forward
+#   and for apply (whose check of its scope at start waits it out);
 # - under load (a producer committing one event at a time, forward
 #   publishing, apply applying), the primary is stopped immediately and
 #   the standby promoted 1.5 s later.  Both programs find the new primary
@@ -119,6 +120,15 @@ is($rc, 1, 'a session that cannot write: forward gives up with --once, exit 1 (n
 like($log, qr/port $p_port refused a write as read-only .*target_session_attrs=read-write/,
 	'... saying so, with the fix');
 cmp_ok(scalar(() = $log =~ /connected to PostgreSQL/g), '>', 1, '... and it tried new sessions');
+# apply the same: its transactions begin READ COMMITTED, not READ WRITE, so
+# that a server fenced this way refuses its claims too
+($rc) = $nats->run('ro-apply.log', @nats, '--pg', "host=$p_host port=$p_port dbname=inbox"
+	  . " target_session_attrs=any options='-c default_transaction_read_only=on'", 'apply',
+	'--stream', 'BILLING', '--durable', 'fenced', '--scope', 'billing-consumer', '--once',
+	'--sql', q{INSERT INTO public.effects (id, n) SELECT $1::uuid, ($3->>'n')::int});
+is($rc, 1, 'apply in a session that cannot write: gives up with --once, exit 1');
+like($nats->log('ro-apply.log'), qr/refused a write as read-only/, '... saying so');
+is($primary->safe_psql('inbox', 'SELECT count(*) FROM public.effects'), '0', '... having applied nothing');
 
 # ---- under load: the primary stops, the standby is promoted ---------------
 
