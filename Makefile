@@ -39,18 +39,19 @@ OBJS = \
 	src/outbox_relay_status.o \
 	src/outbox_standbys.o \
 	src/outbox_metrics.o \
-	src/outbox_create.o
+	src/outbox_create.o \
+	src/session_pin.o
 
 # Install scripts: the released 0.1.0 script (never edited) and one update
 # script per later version.  CREATE EXTENSION runs 0.1.0 and then every
 # update in turn, so a fresh install and an upgrade end in the same state.
-DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql eo--0.2.0--0.3.0.sql
+DATA = eo--0.1.0.sql eo--0.1.0--0.2.0.sql eo--0.2.0--0.3.0.sql eo--0.3.0--0.4.0.sql
 
 PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
 	outbox outbox_privileges outbox_bad_input outbox_retention relay_bounds partitions plans key_indexes deferred stats http scopes outcomes tombstones recovery redrive \
-	security traps list_keys comments
+	security traps list_keys comments session_pin
 REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recreated tombstone-retire claim-deferred claim-isolation-levels \

@@ -201,7 +201,7 @@ static PgStatement sql_stmt = {NULL, 5, sql_types, true};	/* --sql */
 /*
  * What every transaction of apply begins with, in its first pipeline:
  * BEGIN (read committed, whatever the session's default says now), its
- * settings pinned again (pg_pin_stmt), and no LISTEN left: code run in
+ * settings pinned again (pg_pin_statement()), and no LISTEN left: code run in
  * the session (--sql's tables' triggers) may have changed them since the
  * last transaction.  Not READ WRITE: a server fenced with
  * default_transaction_read_only (an HA manager's, or a standby) must
@@ -215,7 +215,7 @@ static void
 lead_steps(Applier *a, PgStep *steps)
 {
 	steps[0] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
-	steps[1] = (PgStep) {&pg_pin_stmt, NULL, pg_pin_params()};
+	steps[1] = (PgStep) {pg_pin_statement(), NULL, pg_pin_params()};
 	steps[2] = (PgStep) {NULL, "UNLISTEN *", NULL};
 }
 
@@ -251,7 +251,7 @@ begin_pinned(Applier *a)
 static PGresult *
 pinned_statement(Applier *a, PgStatement *st, const char *const *params)
 {
-	PgStep		steps[2] = {{&pg_pin_stmt, NULL, pg_pin_params()}, {st, NULL, params}};
+	PgStep		steps[2] = {{pg_pin_statement(), NULL, pg_pin_params()}, {st, NULL, params}};
 	PGresult   *res[2];
 
 	if (!pg_pipeline(a->pg, steps, 2, res))
@@ -560,7 +560,7 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
 	{
 		(void) args_make(&args, msg, id);
 		if (pin)
-			steps[n++] = (PgStep) {&pg_pin_stmt, NULL, pg_pin_params()};
+			steps[n++] = (PgStep) {pg_pin_statement(), NULL, pg_pin_params()};
 		steps[n++] = (PgStep) {&sql_stmt, NULL, args.params};
 	}
 	if (commit)

@@ -195,7 +195,7 @@ extern const char *pg_statement_text(PgStatement *st);
 extern PGresult *pg_check_statement(PGconn *conn, PgStatement *st);
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
 extern void pg_conn_break(PGconn *conn);
-extern PgStatement pg_pin_stmt;
+extern PgStatement *pg_pin_statement(void);
 extern PgStatement pg_durable_stmt;
 extern const char *const *pg_pin_params(void);
 extern bool pg_reported_moved(PGconn *conn);

@@ -108,13 +108,39 @@ is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 
 
 forward_new('settings', 'SETTINGS');
 $node->safe_psql('postgres', q{CREATE ROLE grp; GRANT grp TO consumer});
-$node->safe_psql('inbox', q{
+unsettle('inbox');
+settings_seen('inbox', 'inbox2', 'on eo ' . EoTest::default_version() . ' (eo_session_pin)',
+	qr/SELECT "?eo"?\.eo_session_pin\(\$1, \$2\)/);
+
+# The same with an eo of 0.3.0, which has no eo_session_pin: apply puts
+# the settings back with a statement of its own.
+$node->safe_psql('postgres', q{CREATE DATABASE inbox03 OWNER owner});
+$node->safe_psql('inbox03', q{
+CREATE SCHEMA eo;
+CREATE EXTENSION eo VERSION '0.3.0' SCHEMA eo;
+GRANT USAGE ON SCHEMA eo TO consumer;
+GRANT EXECUTE ON FUNCTION eo.eo_claim(text, text, interval, text),
+      eo.eo_fail(text, text, bigint, interval, text, text, boolean) TO consumer;
+SELECT eo.eo_scope_create('orders-consumer', owner => 'consumer');
+});
+unsettle('inbox03');
+settings_seen('inbox03', 'inbox03', 'on eo 0.3.0 (a statement)',
+	qr/pg_catalog\.set_config\(p\.n, p\.v, false\)/);
+
+# The owner's table in $db, whose trigger changes the session's settings
+# (and LISTENs), with ALTER DATABASE ... SET role.
+sub unsettle
+{
+	my ($db) = @_;
+
+	$node->safe_psql($db, qq{
 GRANT USAGE ON SCHEMA eo TO grp;
 GRANT EXECUTE ON FUNCTION eo.eo_claim(text, text, interval, text) TO grp;
 SET ROLE owner;
 CREATE TABLE public.seen_settings (n int, sc text, sp text, ds text, ce text, cu text, ca text, ts text);
 GRANT INSERT, SELECT ON public.seen_settings TO consumer, grp;
-ALTER DATABASE inbox SET role = grp;
+ALTER DATABASE $db SET role = grp;
+} . q{
 CREATE FUNCTION public.unsettle() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
   CREATE TEMP TABLE IF NOT EXISTS seen_settings (LIKE public.seen_settings);
@@ -130,24 +156,37 @@ BEGIN
 END $f$;
 CREATE TRIGGER unsettle BEFORE INSERT ON public.seen_settings FOR EACH ROW EXECUTE FUNCTION public.unsettle();
 });
-# one message a fetch: each is a transaction of its own, after the first one's trigger ran
-($rc) = $nats->run('apply2.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
-	'--stream', 'SETTINGS', '--durable', 'inbox2', '--scope', 'orders-consumer', '--batch', '1',
-	'--ack-wait', '1000', '--once', '--search-path', 'public', '--sql', q{INSERT INTO seen_settings
+}
+
+# SETTINGS applied into $db as durable $durable, one message a fetch: each
+# is a transaction of its own, after the first one's trigger ran.
+sub settings_seen
+{
+	my ($db, $durable, $how, $pin) = @_;
+	my $log_from = -s $node->logfile;
+
+	$node->safe_psql('postgres', "ALTER ROLE consumer IN DATABASE $db SET log_statement = 'all'");
+	my ($rc) = $nats->run("apply-$durable.log", @nats, '--pg', $node->connstr($db) . ' user=consumer',
+		'apply', '--stream', 'SETTINGS', '--durable', $durable, '--scope', 'orders-consumer',
+		'--batch', '1', '--ack-wait', '1000', '--once', '--search-path', 'public', '--sql',
+		q{INSERT INTO seen_settings
   SELECT ($3->>'n')::int, pg_catalog.current_setting('synchronous_commit'), pg_catalog.current_setting('search_path'),
          pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('client_encoding'),
          current_user, pg_catalog.current_setting('plpgsql.check_asserts'),
          pg_catalog.current_setting('default_text_search_config')});
-is($rc, 0, 'apply --once exits 0');
-is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_settings}), '6',
-	'the 6 applied into the table --search-path names, not the TEMP table of the same name the'
-	. ' trigger made (temporary tables come last in --sql\'s search_path)');
-is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', sc, sp, ds, ce, cu, ca, ts), ',')
+	is($rc, 0, "apply --once exits 0, $how");
+	is($node->safe_psql($db, q{SELECT count(*) FROM public.seen_settings}), '6',
+		'the 6 applied into the table --search-path names, not the TEMP table of the same name the'
+		. ' trigger made (temporary tables come last in --sql\'s search_path)');
+	is($node->safe_psql($db, q{SELECT string_agg(DISTINCT concat_ws('|', sc, sp, ds, ce, cu, ca, ts), ',')
   FROM public.seen_settings}), 'on|public, pg_temp|ISO, MDY|UTF8|consumer|on|pg_catalog.english',
-	'each --sql saw apply\'s own settings, not what the trigger set for the session before it:'
-	. ' its role (not the owner\'s ALTER DATABASE ... SET role), ASSERTs on, and the server\'s'
-	. ' default_text_search_config (postgresql.conf\'s, not PostgreSQL\'s built-in)');
-$node->safe_psql('inbox', 'SET ROLE NONE; ALTER DATABASE inbox RESET role');
+		'each --sql saw apply\'s own settings, not what the trigger set for the session before it:'
+		. ' its role (not the owner\'s ALTER DATABASE ... SET role), ASSERTs on, and the server\'s'
+		. " default_text_search_config (postgresql.conf's, not PostgreSQL's built-in), $how");
+	like(slurp_file($node->logfile, $log_from), $pin, "... put back $how");
+	$node->safe_psql($db, "SET ROLE NONE; ALTER DATABASE $db RESET role");
+	$node->safe_psql('postgres', "ALTER ROLE consumer IN DATABASE $db RESET log_statement");
+}
 
 # Six more events (n 1..6) in an outbox of their own, forwarded to a stream of their own.
 sub forward_new

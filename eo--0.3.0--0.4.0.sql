@@ -1,0 +1,27 @@
+-- eo 0.3.0 -> 0.4.0.  CREATE EXTENSION runs eo--0.1.0.sql, then each
+-- update script in turn, so fresh installs and upgrades end in the same
+-- state.  0.3.0's scripts are released: never edit them, add here.
+\echo Use "ALTER EXTENSION eo UPDATE TO '0.4.0'" to load this file. \quit
+
+-- ---- sessions (src/session_pin.c) ----
+
+-- eo_session_pin(names, settings): each named setting whose value reads
+-- otherwise is set to its element of settings for the session, as
+-- set_config(name, value, false) would, with the caller's rights; NULL
+-- elements and settings the server lacks are passed over; returns how
+-- many were set.  eo_nats apply calls it at the start of every
+-- transaction to put back what code in its session may have changed: one
+-- short call instead of a statement over two arrays.  It does only what
+-- set_config does, so like set_config every role may execute it: granted
+-- to PUBLIC in so many words, as an installer's default privileges may
+-- have revoked it (and eo_nats apply would stop on an updated eo).
+CREATE FUNCTION @extschema@.eo_session_pin(
+    names pg_catalog.text[],
+    settings pg_catalog.text[])
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'eo_session_pin'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+GRANT EXECUTE ON FUNCTION @extschema@.eo_session_pin(pg_catalog.text[], pg_catalog.text[]) TO PUBLIC;
+
+COMMENT ON FUNCTION @extschema@.eo_session_pin(pg_catalog.text[], pg_catalog.text[]) IS
+    'set each named setting that reads otherwise to the given value for the session; returns how many were set';
