@@ -82,7 +82,7 @@ $(OBJS): src/eo.h src/compat.h src/outbox.h
 NATS_OBJS = src/nats/eo_nats.o src/nats/cli.o src/nats/log.o src/nats/process.o \
 	src/nats/json.o src/nats/errors.o src/nats/natsconn.o src/nats/pgconn.o \
 	src/nats/natsmsg.o src/nats/forward.o src/nats/apply.o src/nats/admin.o \
-	src/nats/pgpipe.o
+	src/nats/pgpipe.o src/nats/linger.o
 # HAVE_LIBNATS=no (on the command line or in the environment) builds the
 # extension alone, as debian/rules does for each PostgreSQL version.
 ifeq ($(origin HAVE_LIBNATS),undefined)

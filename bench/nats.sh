@@ -30,8 +30,8 @@
 #
 # Settings (environment): ROUNDS=3, SECS=12, PRODUCERS=2, PACED_RATE=200,
 # DRAIN_EVENTS=20000, POLL_MS=50, PAGE=500, CONTENDERS="eo hand pgq",
-# PHASES="saturation paced drain", EO_LINGER_MS=0 (eo_nats forward
-# --linger-ms), EO_NATS_BASE (an eo_nats binary to compare with: the
+# PHASES="saturation paced drain", EO_LINGER_MS (eo_nats forward
+# --linger-ms; unset: each binary's default, auto since 0.4.0), EO_NATS_BASE (an eo_nats binary to compare with: the
 # contender eo_base runs the eo pipeline with it, e.g.
 # CONTENDERS="eo eo_base" to measure a change of eo_nats alone).
 #
@@ -52,7 +52,7 @@ PACED_RATE=${PACED_RATE:-200}
 DRAIN_EVENTS=${DRAIN_EVENTS:-20000}
 POLL_MS=${POLL_MS:-50}
 PAGE=${PAGE:-500}
-EO_LINGER_MS=${EO_LINGER_MS:-0}   # eo_nats forward --linger-ms (its default: 0)
+EO_LINGER_MS=${EO_LINGER_MS:-}    # eo_nats forward --linger-ms (unset: the binary's default)
 EO_NATS_BASE=${EO_NATS_BASE:-}
 CONTENDERS=${CONTENDERS:-"eo hand pgq"}
 PHASES=${PHASES:-"saturation paced drain"}
@@ -139,7 +139,7 @@ start_pipeline() {
             [ "$c" = eo ] || bin=$EO_NATS_BASE
             PGAPPNAME=relay start_bg "$bin" forward --pg "$shop" --nats "$NATS" \
                 --outbox bo --group nats --stream S --max-events "$PAGE" \
-                --linger-ms "$EO_LINGER_MS"
+                ${EO_LINGER_MS:+--linger-ms "$EO_LINGER_MS"}
             # (eo_nats runs --sql with search_path pg_catalog: the table by its schema)
             PGAPPNAME=consumer start_bg "$bin" apply --pg "$inbox" --nats "$NATS" \
                 --stream S --durable c --scope nats --batch "$PAGE" --sql \

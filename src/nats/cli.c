@@ -60,8 +60,9 @@ static const Command commands[] = {
 		"                         and on each publish)\n"
 		"  --max-events N         events per page (default 500)\n"
 		"  --slots N              slots of the group per page (default 1024: all free ones)\n"
-		"  --linger-ms MS         after a wake-up, wait this long for more events\n"
-		"                         before fetching (default 0: latency first)\n"
+		"  --linger-ms MS|auto    after a wake-up, wait this long for more events\n"
+		"                         before fetching (default auto: up to 30, when events\n"
+		"                         come fast enough to fill pages; 0: latency first)\n"
 		"  --lease SECONDS        a page's lease (default 30)\n"
 		"  --ack-wait MS          how long to wait for JetStream's acknowledgements\n"
 		"                         (default 10000)\n"
@@ -204,6 +205,20 @@ number(const char *arg, const char *name, long min)
 	return (int) v;
 }
 
+/* --linger-ms: milliseconds, or auto (-1: linger.c chooses). */
+static int
+linger_arg(const char *arg)
+{
+	if (strcmp(arg, "auto") == 0)
+		return -1;
+	if (strspn(arg, "0123456789") != strlen(arg) || *arg == '\0')
+	{
+		fprintf(stderr, "eo_nats: --linger-ms must be auto or an integer from 0, not \"%s\"\n", arg);
+		exit(EO_EXIT_USAGE);
+	}
+	return number(arg, "linger-ms", 0);
+}
+
 /* Store option `c` (with `arg`) into cfg. */
 static void
 store(Config *cfg, int c, const char *arg, const char *name)
@@ -226,7 +241,7 @@ store(Config *cfg, int c, const char *arg, const char *name)
 		case 'S': cfg->stream = arg; break;
 		case 'm': cfg->max_events = number(arg, name, 1); break;
 		case 'n': cfg->slots = number(arg, name, 1); break;
-		case 'L': cfg->linger_ms = number(arg, name, 0); break;
+		case 'L': cfg->linger_ms = linger_arg(arg); break;
 		case 'l': cfg->lease_secs = number(arg, name, 1); break;
 		case 'w': cfg->ack_wait_ms = number(arg, name, 1); break;
 		case 'd': cfg->durable = arg; break;
@@ -253,6 +268,7 @@ defaults(Config *cfg)
 	cfg->nats_url = "nats://127.0.0.1:4222";
 	cfg->subject = "{outbox}.{aggregatetype}";
 	cfg->max_events = 500;
+	cfg->linger_ms = -1;		/* auto */
 	cfg->slots = 1024;
 	cfg->lease_secs = 30;
 	cfg->ack_wait_ms = 10000;

@@ -57,7 +57,7 @@ typedef struct Config
 	const char *stream;			/* expected stream, checked at start */
 	int			max_events;
 	int			slots;			/* slots per fetch (eo_relay_fetch's slots) */
-	int			linger_ms;		/* after a wake-up, before the fetch */
+	int			linger_ms;		/* after a wake-up, before the fetch; -1: auto */
 	int			lease_secs;
 	int			ack_wait_ms;	/* how long to wait for PubAcks of a page */
 	/* apply */
@@ -181,6 +181,18 @@ extern PGresult *pg_exec(PGconn *conn, const char *sql);
  * from PL/pgSQL, so a named statement could be replaced by one that
  * answers "duplicate" to every claim (test/t/124_nats_statements.pl).
  */
+/* forward's linger after the bell (linger.c) */
+typedef struct Linger
+{
+	int			fixed_ms;		/* --linger-ms; -1: auto */
+	double		rate;			/* events a second, smoothed */
+	double		last;			/* when the last page with events was fetched */
+} Linger;
+
+extern void linger_init(Linger *l, int fixed_ms);
+extern void linger_saw(Linger *l, int events);
+extern int	linger_ms(const Linger *l);
+
 typedef struct PgStatement
 {
 	const char *sql;

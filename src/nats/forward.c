@@ -119,6 +119,7 @@ typedef struct Forwarder
 	Page	   *page;			/* the page whose wave is in flight */
 	bool		group_wait;		/* eo_relay_wait with the group exists (0.3.0) */
 	bool		ack_pages;		/* so does eo_relay_ack_pages */
+	Linger		linger;			/* the wait's, after the bell (linger.c) */
 	long long	events;			/* delivered since start */
 	long long	pages;
 	long long	not_delivered;	/* events that failed (each try counted) */
@@ -666,7 +667,7 @@ wait_for_events(Forwarder *f)
 	const char *params[3] = {f->cfg->outbox, f->cfg->group, linger};
 	PGresult   *res;
 
-	snprintf(linger, sizeof(linger), "%d ms", f->cfg->linger_ms);
+	snprintf(linger, sizeof(linger), "%d ms", linger_ms(&f->linger));
 	/* a stop cancels the wait: it would sleep up to 5 s */
 	if (!stop_cancels(f->pg))
 		return;
@@ -711,6 +712,7 @@ forward_main(const Config *cfg)
 	f.group_wait = true;
 	f.ack_pages = true;
 	f.stop_code = -1;
+	linger_init(&f.linger, cfg->linger_ms);
 	pthread_mutex_init(&f.lock, NULL);
 	if (nats_setup(&f))
 		log_msg("info", "forwarding consumer group \"%s\" of outbox \"%s\" to subjects \"%s\"",
@@ -755,6 +757,7 @@ forward_main(const Config *cfg)
 			wait_for_events(&f);
 			continue;
 		}
+		linger_saw(&f.linger, p.n);
 		publish_page(&f, &p);
 		if (settle(&f, &p))
 		{
