@@ -25,3 +25,24 @@ GRANT EXECUTE ON FUNCTION @extschema@.eo_session_pin(pg_catalog.text[], pg_catal
 
 COMMENT ON FUNCTION @extschema@.eo_session_pin(pg_catalog.text[], pg_catalog.text[]) IS
     'set each named setting that reads otherwise to the given value for the session; returns how many were set';
+
+-- ---- relays (src/outbox_relay_headers.c) ----
+
+-- eo_relay_header_lines(headers): an event's headers as "key<TAB>value"
+-- lines, ordered by the keys' bytes, only the keys a relay can carry as
+-- message headers (printable ASCII without ':', none holding "nats-" or
+-- beginning "eo-", in any case); a value as its string if it is a JSON
+-- string without CR or LF, else as its JSON text; NULL if the headers are
+-- not an object or no key qualifies.  eo_nats forward formats each page's
+-- headers with it instead of a subquery per event.  It reads nothing but
+-- its argument, so, like eo_http_answer, every role may execute it
+-- (granted to PUBLIC in so many words: an installer's default privileges
+-- may have revoked it, and forward's fetch would fail on an updated eo).
+CREATE FUNCTION @extschema@.eo_relay_header_lines(headers pg_catalog.jsonb)
+RETURNS pg_catalog.text
+AS 'MODULE_PATHNAME', 'eo_relay_header_lines'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION @extschema@.eo_relay_header_lines(pg_catalog.jsonb) TO PUBLIC;
+
+COMMENT ON FUNCTION @extschema@.eo_relay_header_lines(pg_catalog.jsonb) IS
+    'an event''s headers as key<TAB>value lines, those a relay can carry as message headers';

@@ -54,17 +54,25 @@
  * its JSON text.  The whole object also goes as Eo-Headers, so nothing a
  * producer wrote is lost and no header can make an event undeliverable.
  */
-#define FETCH_SQL \
+#define FETCH_COLUMNS \
 	"SELECT lease_token, seq, id::text, aggregatetype, aggregateid, type," \
 	" coalesce(payload::text, 'null'), headers::text," \
-	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')," \
+	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+#define FETCH_FROM " FROM @eo.eo_relay_fetch($1, $2, $3, make_interval(secs => $4), $5, true)"
+#define FETCH_SQL FETCH_COLUMNS \
 	" CASE WHEN jsonb_typeof(headers) = 'object' THEN" \
 	"  (SELECT string_agg(h.key || E'\\t' || CASE WHEN jsonb_typeof(h.value) = 'string'" \
 	"     AND h.value #>> '{}' !~ E'[\\r\\n]' THEN h.value #>> '{}' ELSE h.value::text END," \
 	"     E'\\n' ORDER BY h.key)" \
 	"   FROM jsonb_each(headers) h" \
-	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" \
-	" FROM @eo.eo_relay_fetch($1, $2, $3, make_interval(secs => $4), $5, true)"
+	"   WHERE h.key ~ '^[!-9;-~]+$' AND h.key !~* '(nats-|^eo-)') END" FETCH_FROM
+
+/*
+ * The same with the lines made by eo 0.4.0's eo_relay_header_lines, which
+ * follows the same rules (ordering by the keys' bytes, not the collation):
+ * the subquery per event cost 100-130 µs of server CPU a page of 7.
+ */
+#define FETCH_SQL_LINES FETCH_COLUMNS " @eo.eo_relay_header_lines(headers)" FETCH_FROM
 
 /*
  * Every parameter and literal typed (OIDs: text 25, int4 23, int8 20,
@@ -77,6 +85,7 @@ static const Oid ack_pages_types[3] = {25, 25, 1016};
 static const Oid wait_types[3] = {25, 25, 1186};
 
 static PgStatement fetch_stmt = {FETCH_SQL, 5, fetch_types};
+static PgStatement fetch_lines_stmt = {FETCH_SQL_LINES, 5, fetch_types};
 static PgStatement ack_stmt = {"SELECT @eo.eo_relay_ack($1, $2, $3)", 3, ack_types};
 static PgStatement ack_upto_stmt = {"SELECT @eo.eo_relay_ack($1, $2, $3, $4)", 4, ack_types};
 static PgStatement ack_pages_stmt = {"SELECT @eo.eo_relay_ack_pages($1, $2, $3)", 3,
@@ -229,7 +238,8 @@ fetch(Forwarder *f, Page *p)
 	snprintf(lease, sizeof(lease), "%d", f->cfg->lease_secs);
 	snprintf(slots, sizeof(slots), "%d", f->cfg->slots);
 	memset(p, 0, sizeof(*p));
-	p->res = pg_exec_statement(f->pg, &fetch_stmt, params);
+	p->res = pg_exec_statement(f->pg, pg_eo_at_least(0, 4) ? &fetch_lines_stmt : &fetch_stmt,
+								params);
 	if (!pg_ok(f->pg, p->res, PGRES_TUPLES_OK, "eo_relay_fetch"))
 	{
 		relay_call_failed(f, p->res, "eo_relay_fetch");

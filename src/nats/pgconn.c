@@ -151,8 +151,9 @@ static PgStatement pin_sql_stmt = {
  */
 static PgStatement pin_call_stmt = {"SELECT @eo.eo_session_pin($1, $2)", 2, pin_types};
 
-/* Whether the session's eo has eo_session_pin (found by find_eo). */
-static bool eo_has_session_pin = false;
+/* The session's eo's version (found by find_eo), 0.0 before. */
+static int	eo_major = 0;
+static int	eo_minor = 0;
 
 /* PIN_CAPTURE's answer in this session (malloc'd). */
 static char *pin_values = NULL;
@@ -193,7 +194,7 @@ pin_search_path(const Config *cfg)
 PgStatement *
 pg_pin_statement(void)
 {
-	return eo_has_session_pin ? &pin_call_stmt : &pin_sql_stmt;
+	return pg_eo_at_least(0, 4) ? &pin_call_stmt : &pin_sql_stmt;
 }
 
 /* pg_pin_statement's parameters in this session: the settings' names and their values. */
@@ -219,7 +220,7 @@ pg_pin_params(void)
 	" (SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text FROM pg_catalog.pg_proc p" \
 	"   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid" \
 	"   AND p.proname OPERATOR(pg_catalog.=) ANY ('{eo_relay_fetch,eo_relay_ack,eo_relay_ack_pages," \
-	"eo_relay_wait,eo_claim,eo_fail,eo_session_pin}')" \
+	"eo_relay_wait,eo_claim,eo_fail,eo_session_pin,eo_relay_header_lines}')" \
 	"   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d" \
 	"     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass" \
 	"     AND d.objid OPERATOR(pg_catalog.=) p.oid" \
@@ -370,16 +371,14 @@ connect_failed(PGconn *conn)
 	return config;
 }
 
-/* An extension version "major.minor[.patch]" is at least major.minor. */
-static bool
-version_at_least(const char *version, int major, int minor)
+/*
+ * The session's eo is at least major.minor: what eo_nats may call (eo
+ * 0.4.0's eo_session_pin and eo_relay_header_lines, else the SQL forms).
+ */
+bool
+pg_eo_at_least(int major, int minor)
 {
-	int			v_major = 0;
-	int			v_minor = 0;
-
-	if (sscanf(version, "%d.%d", &v_major, &v_minor) != 2)
-		return false;
-	return v_major > major || (v_major == major && v_minor >= minor);
+	return eo_major > major || (eo_major == major && eo_minor >= minor);
 }
 
 /* Find eo in the session's database; false (after saying why) if it is not there. */
@@ -417,7 +416,8 @@ find_eo(PGconn *conn)
 				" stops if one is ambiguous); create eo in a schema of its own"
 				" (docs/security.md)", eo_schema, PQgetvalue(res, 0, 2));
 	warned = true;
-	eo_has_session_pin = version_at_least(PQgetvalue(res, 0, 1), 0, 4);
+	if (sscanf(PQgetvalue(res, 0, 1), "%d.%d", &eo_major, &eo_minor) != 2)
+		eo_major = eo_minor = 0;	/* a version eo never had: the oldest forms */
 	log_msg("debug", "eo %s is in schema %s", PQgetvalue(res, 0, 1), eo_schema);
 	PQclear(res);
 	return true;
