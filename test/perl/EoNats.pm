@@ -47,6 +47,7 @@ sub new
 		password => 's3cr3t-' . int(rand(1e9)),
 		port     => PostgreSQL::Test::Cluster::get_free_port(),
 		user     => $o{user} // 'fwd',
+		owner    => $$,
 	}, $class;
 	make_path("$self->{dir}/store");
 	open my $cf, '>', "$self->{dir}/nats.conf" or die;
@@ -88,8 +89,21 @@ sub start
 sub stop
 {
 	my ($self) = @_;
+	return unless $self->{pid};
 	kill 'TERM', $self->{pid};
 	waitpid $self->{pid}, 0;
+	$self->{pid} = undef;
+}
+
+# A server a test left running is stopped when the test ends: it holds
+# the test's output open, and whatever reads that (tools/matrix.sh's tee)
+# would wait for it for ever.  Only by the process that made it, not by a
+# child forked to run eo_nats that exits.
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($?, $!);
+	$self->stop if ($self->{owner} // 0) == $$;
 }
 
 # eo_nats with `args`, waited for (60 s at most: then killed, and the

@@ -81,4 +81,6 @@ cmp_ok($trickle, '<', 1.5, 'auto, at 5 events a second: a fetch at (nearly) ever
 is($rc, 2, '--linger-ms soon: a usage error (2)');
 like($nats->log('bad.log'), qr/--linger-ms must be auto or an integer from 0/, '... saying what it takes');
 
+$nats->stop;
+$node->stop;
 done_testing();

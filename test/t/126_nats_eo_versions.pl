@@ -88,4 +88,6 @@ is($stream{'0.4.0'}{h1}{trace} . '|' . $stream{'0.4.0'}{h5}{quote} . '|' . $stre
 ok(!exists $stream{'0.4.0'}{h2}{'Nats-expected'} && !exists $stream{'0.4.0'}{h2}{'eo-created'}
 	  && $stream{'0.4.0'}{h2}{'ok-eo-'} eq 'keep', '... reserved names left out, the rest kept');
 
+$nats->stop;
+$node->stop;
 done_testing();
