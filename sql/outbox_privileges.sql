@@ -1,5 +1,5 @@
 --
--- outbox_privileges: nothing for PUBLIC.  A producer needs EXECUTE on
+-- outbox_privileges: nothing for PUBLIC that reads or writes.  A producer needs EXECUTE on
 -- eo_emit and INSERT on the outbox table; a relay EXECUTE on the relay
 -- functions and SELECT on the outbox table; neither can touch eo's own
 -- tables, and the caller's search_path changes nothing.
@@ -14,7 +14,8 @@ CREATE ROLE regress_eo_nobody;
 SELECT eo_outbox_create('priv', slots => 1);
 SELECT eo_group_create('priv', 'g', owner => 'regress_eo_relay');
 
--- The outbox functions: none for PUBLIC, none SECURITY DEFINER.
+-- The outbox functions: none for PUBLIC but eo_relay_header_lines (it
+-- reads nothing but its argument), none SECURITY DEFINER.
 SELECT p.oid::regprocedure AS function,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
        p.prosecdef AS security_definer
