@@ -10,8 +10,9 @@
  * JSON string without CR or LF (a header value is one line), else as its
  * JSON text.  In SQL that was a subquery per event (jsonb_each, two
  * regular expressions per key, string_agg): 100-130 µs of server CPU for
- * a page of 7 events, about a fifth of the fetch and acknowledgement
- * (docs/performance.md); here it is a walk over the object.
+ * a page of 7 events (pgbench); here it is a walk over the object, and
+ * forward's server CPU per event paced is 0.90x (bench/nats.sh,
+ * docs/performance.md).
  *
  * Lines are ordered by the keys' bytes (the SQL form sorted by the
  * database's collation: header order means nothing to NATS).  NULL when

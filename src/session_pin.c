@@ -9,9 +9,9 @@
  * the thirty-odd settings it read once its session was set up.  In SQL
  * that is a statement over two unnested arrays, parsed and planned every
  * time (eo_nats prepares nothing by name: a trigger could replace what it
- * prepared), and it cost about 80 µs of server CPU per transaction, more
- * than the claim; this call does the same work for about half of that
- * (docs/performance.md).
+ * prepared), which cost more server CPU than the claim; with this call
+ * apply's server CPU per message, one message a fetch, is 0.86x
+ * (bench/nats.sh, docs/performance.md).
  *
  * Nothing here runs with rights the caller lacks: a setting is read as
  * current_setting(name, true) reads it and set as set_config(name, value,
