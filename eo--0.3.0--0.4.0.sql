@@ -26,6 +26,28 @@ GRANT EXECUTE ON FUNCTION @extschema@.eo_session_pin(pg_catalog.text[], pg_catal
 COMMENT ON FUNCTION @extschema@.eo_session_pin(pg_catalog.text[], pg_catalog.text[]) IS
     'set each named setting that reads otherwise to the given value for the session; returns how many were set';
 
+-- eo_session_pin_at_commit(names, settings): when the transaction
+-- commits, after all code in it has run (its deferred triggers too),
+-- every LISTEN is dropped (as UNLISTEN * drops them) and
+-- eo_session_pin(names, settings) is done, whose session-wide sets also
+-- replace values set LOCAL in the transaction; nothing is done if it rolls
+-- back or is prepared.  Bad input is refused at the call.  eo_nats apply
+-- begins every transaction with it: one that commits leaves the session
+-- as apply set it up, one that rolls back as it was, and no trigger can
+-- make its commit asynchronous.  It does only what those statements do,
+-- with the caller's rights, so every role may execute it (granted to
+-- PUBLIC in so many words, as eo_session_pin is).
+CREATE FUNCTION @extschema@.eo_session_pin_at_commit(
+    names pg_catalog.text[],
+    settings pg_catalog.text[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'eo_session_pin_at_commit'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+GRANT EXECUTE ON FUNCTION @extschema@.eo_session_pin_at_commit(pg_catalog.text[], pg_catalog.text[]) TO PUBLIC;
+
+COMMENT ON FUNCTION @extschema@.eo_session_pin_at_commit(pg_catalog.text[], pg_catalog.text[]) IS
+    'when the transaction commits, after all code in it has run: drop every LISTEN, then set each named setting that reads otherwise to the given value for the session';
+
 -- ---- relays (src/outbox_relay_headers.c) ----
 
 -- eo_relay_header_lines(headers): an event's headers as "key<TAB>value"

@@ -1,8 +1,9 @@
 --
 -- session_pin: eo_session_pin(names, settings) sets each named setting
 -- that reads otherwise, for the session, with the caller's rights, and
--- says how many it set (eo_nats apply puts its session's settings back
--- with it at the start of every transaction).
+-- says how many it set.  eo_session_pin_at_commit(names, settings) does
+-- the same, and drops every LISTEN, when the transaction commits, after
+-- all code in it has run (eo_nats apply begins each transaction with it).
 --
 SET DateStyle = 'SQL, DMY';
 SET statement_timeout = '5s';
@@ -40,6 +41,71 @@ SELECT eo_test_try($$SELECT eo_session_pin('{{DateStyle}}', '{{ISO}}')$$);
 SELECT eo_test_try($$SELECT eo_session_pin(ARRAY[NULL::text], '{ISO}')$$);
 SELECT eo_test_try($$SELECT eo_session_pin('{DateStyle}', '{nonsense}')$$);
 SELECT eo_session_pin(NULL, '{}') IS NULL AS strict, eo_session_pin('{}', '{}') AS none;
+
+-- eo_session_pin_at_commit: nothing is set at the call; at COMMIT, after
+-- the deferred triggers, what they set (LOCAL too) is pinned, and their
+-- LISTEN never takes effect
+CREATE TABLE at_commit_t (n int);
+CREATE FUNCTION at_commit_unsettle() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'deferred trigger fired for %', NEW.n;
+  PERFORM set_config('synchronous_commit', 'off', true), set_config('DateStyle', 'German', false);
+  EXECUTE 'LISTEN at_commit_channel';
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER at_commit_unsettle AFTER INSERT ON at_commit_t DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION at_commit_unsettle();
+BEGIN;
+SELECT eo_session_pin_at_commit('{synchronous_commit,DateStyle}', '{on,"ISO, MDY"}');
+SET LOCAL DateStyle = 'Postgres';
+INSERT INTO at_commit_t VALUES (1);
+SELECT current_setting('DateStyle') AS datestyle_before_commit;
+COMMIT;
+SELECT current_setting('synchronous_commit') AS sync, current_setting('DateStyle') AS datestyle,
+       (SELECT count(*) FROM pg_listening_channels()) AS listening;
+-- a LISTEN committed before is dropped too
+LISTEN at_commit_channel;
+BEGIN;
+SELECT eo_session_pin_at_commit('{}', '{}');
+COMMIT;
+SELECT count(*) AS listening FROM pg_listening_channels();
+-- a rollback does nothing (and takes the transaction's own changes back)
+BEGIN;
+SELECT eo_session_pin_at_commit('{DateStyle}', '{German}');
+SET DateStyle = 'SQL, DMY';
+ROLLBACK;
+SELECT current_setting('DateStyle') AS datestyle;
+-- a later call replaces an earlier one
+BEGIN;
+SELECT eo_session_pin_at_commit('{DateStyle}', '{German}');
+SELECT eo_session_pin_at_commit('{TimeZone}', '{Asia/Seoul}');
+COMMIT;
+SELECT current_setting('DateStyle') AS datestyle, current_setting('TimeZone') AS timezone;
+-- a deferred trigger's error comes at COMMIT, as without it: nothing is pinned
+CREATE FUNCTION at_commit_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'refused %', NEW.n USING ERRCODE = 'check_violation';
+END $$;
+CREATE CONSTRAINT TRIGGER at_commit_refuse AFTER INSERT ON at_commit_t DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION at_commit_refuse();
+BEGIN;
+SELECT eo_session_pin_at_commit('{TimeZone}', '{UTC}');
+INSERT INTO at_commit_t VALUES (2);
+COMMIT;
+SELECT count(*) AS rows_kept, current_setting('TimeZone') AS timezone FROM at_commit_t;
+DROP TABLE at_commit_t;
+DROP FUNCTION at_commit_unsettle(), at_commit_refuse();
+-- the caller's rights at COMMIT, as eo_session_pin's now; every role may execute it
+SET ROLE regress_eo_pinner;
+BEGIN;
+SELECT eo_session_pin_at_commit('{log_statement}', '{all}');
+COMMIT;
+RESET ROLE;
+SELECT has_function_privilege('regress_eo_pinner', 'eo_session_pin_at_commit(text[], text[])', 'EXECUTE') AS may;
+-- bad input is refused at the call, not at COMMIT
+SELECT eo_test_try($$SELECT eo_session_pin_at_commit('{DateStyle,TimeZone}', '{ISO}')$$);
+SELECT eo_test_try($$SELECT eo_session_pin_at_commit(ARRAY[NULL::text], '{ISO}')$$);
+SELECT eo_session_pin_at_commit(NULL, '{}') IS NULL AS strict;
 REVOKE EXECUTE ON FUNCTION eo_test_try(text) FROM regress_eo_pinner;
 DROP ROLE regress_eo_pinner;
 RESET DateStyle;

@@ -200,36 +200,45 @@ static PgStatement sql_stmt = {NULL, 5, sql_types, true};	/* --sql */
 
 /*
  * What every transaction of apply begins with, in its first pipeline:
- * BEGIN (read committed, whatever the session's default says now), its
- * settings pinned again (pg_pin_statement()), and no LISTEN left: code run in
- * the session (--sql's tables' triggers) may have changed them since the
- * last transaction.  Not READ WRITE: a server fenced with
- * default_transaction_read_only (an HA manager's, or a standby) must
- * refuse apply's writes (25006: the session is replaced).  One a trigger
- * set read-only costs a new session; the pin sets it back for the next.
- * Fills steps[0..LEAD_STEPS).
+ * BEGIN (read committed, whatever the session's default says now).  Not
+ * READ WRITE: a server fenced with default_transaction_read_only (an HA
+ * manager's, or a standby) must refuse apply's writes (25006: the session
+ * is replaced).  One a trigger set read-only costs a new session; the pin
+ * sets it back for the next.
+ *
+ * Code run in the session (--sql's tables' triggers) may change its
+ * settings for the rest of it, or LISTEN.  On eo 0.4.0 and later the
+ * transaction asks, with eo_session_pin_at_commit, that this be put right
+ * when it commits, after all its code has run; one that rolls back takes
+ * its changes with it; so each transaction begins as apply set its
+ * session up.  On an older eo the settings are pinned again here, at the
+ * start of the next (pg_pin_statement()), and the rest is put right
+ * before COMMIT (commit_steps).  Fills steps[] (MAX_LEAD_STEPS at most);
+ * returns how many.
  */
-#define LEAD_STEPS 3
+#define MAX_LEAD_STEPS 2
 
-static void
-lead_steps(Applier *a, PgStep *steps)
+static int
+lead_steps(PgStep *steps)
 {
+	PgStatement *at_commit = pg_pin_at_commit_statement();
+
 	steps[0] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
-	steps[1] = (PgStep) {pg_pin_statement(), NULL, pg_pin_params()};
-	steps[2] = (PgStep) {NULL, "UNLISTEN *", NULL};
+	steps[1] = (PgStep) {at_commit ? at_commit : pg_pin_statement(), NULL, pg_pin_params()};
+	return 2;
 }
 
 /* BEGIN and the lead steps alone (a message applied on its own); false if any failed. */
 static bool
 begin_pinned(Applier *a)
 {
-	PgStep		steps[LEAD_STEPS];
-	PGresult   *res[LEAD_STEPS];
+	PgStep		steps[MAX_LEAD_STEPS];
+	PGresult   *res[MAX_LEAD_STEPS];
+	int			n = lead_steps(steps);
 	bool		ok;
 
-	lead_steps(a, steps);
-	ok = pg_pipeline(a->pg, steps, LEAD_STEPS, res);
-	for (int j = 0; j < LEAD_STEPS; j++)
+	ok = pg_pipeline(a->pg, steps, n, res);
+	for (int j = 0; j < n; j++)
 	{
 		ExecStatusType got = PQresultStatus(res[j]);
 
@@ -402,34 +411,46 @@ claim_status(Applier *a, const char *status)
 }
 
 /*
- * What goes before COMMIT: the deferred triggers fired now, then
+ * COMMIT, and on an eo older than 0.4.0 what goes before it: the deferred
+ * triggers fired now; every LISTEN dropped (UNLISTEN * and a LISTEN of
+ * the transaction take effect at COMMIT, in order: the session never
+ * listens, and is never sent notifications it would not read); then
  * synchronous_commit durable for the transaction, whatever --sql's
- * triggers (deferred ones among them) set for it.  Fired at COMMIT, after
- * the durable step, a deferred trigger could still make the commit one a
- * crash takes back.
+ * triggers (deferred ones among them) set for it.  A deferred trigger
+ * that defers again what it makes fires at COMMIT, after the durable
+ * step, and can still make the commit one a crash takes back: on 0.4.0
+ * eo_session_pin_at_commit (lead_steps) closes that too.  Fills steps[]
+ * (MAX_COMMIT_STEPS at most) ending with COMMIT; returns how many.
  */
-#define COMMIT_STEPS 3
+#define MAX_COMMIT_STEPS 4
 
-static void
+static int
 commit_steps(PgStep *steps)
 {
-	steps[0] = (PgStep) {NULL, "SET CONSTRAINTS ALL IMMEDIATE", NULL};
-	steps[1] = (PgStep) {&pg_durable_stmt, NULL, NULL};
-	steps[2] = (PgStep) {NULL, "COMMIT", NULL};
+	int			n = 0;
+
+	if (pg_pin_at_commit_statement() == NULL)
+	{
+		steps[n++] = (PgStep) {NULL, "SET CONSTRAINTS ALL IMMEDIATE", NULL};
+		steps[n++] = (PgStep) {NULL, "UNLISTEN *", NULL};
+		steps[n++] = (PgStep) {&pg_durable_stmt, NULL, NULL};
+	}
+	steps[n++] = (PgStep) {NULL, "COMMIT", NULL};
+	return n;
 }
 
-/* COMMIT_STEPS for one message: APPLIED, or what their failure means for it. */
+/* commit_steps for one message: APPLIED, or what their failure means for it. */
 static Outcome
 commit_one(Applier *a, const char *id)
 {
-	PgStep		steps[COMMIT_STEPS];
-	PGresult   *res[COMMIT_STEPS];
+	PgStep		steps[MAX_COMMIT_STEPS];
+	PGresult   *res[MAX_COMMIT_STEPS];
+	int			n = commit_steps(steps);
 	Outcome		o = APPLIED;
 
-	commit_steps(steps);
-	if (!pg_pipeline(a->pg, steps, COMMIT_STEPS, res))
+	if (!pg_pipeline(a->pg, steps, n, res))
 		return LOST;
-	for (int j = 0; j < COMMIT_STEPS; j++)
+	for (int j = 0; j < n; j++)
 	{
 		ExecStatusType got = PQresultStatus(res[j]);
 
@@ -510,12 +531,10 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 	PgStep		steps[PG_PIPELINE_MAX];
 	PGresult   *res[PG_PIPELINE_MAX];
 	const char *params[PG_PIPELINE_MAX][2];
-	int			lead = begin ? LEAD_STEPS : 0;
+	int			lead = begin ? lead_steps(steps) : 0;
 	int			n = lead;
 	bool		ok;
 
-	if (begin)
-		lead_steps(a, steps);
 	for (int i = from; i < to; i++, n++)
 	{
 		params[n][0] = ids[i];
@@ -550,8 +569,8 @@ claim_chunk(Applier *a, const char **ids, int from, int to, bool begin, Outcome 
 static bool
 sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
 {
-	PgStep		steps[2 + COMMIT_STEPS];
-	PGresult   *res[2 + COMMIT_STEPS];
+	PgStep		steps[2 + MAX_COMMIT_STEPS] = {{0}};
+	PGresult   *res[2 + MAX_COMMIT_STEPS];
 	Args		args;
 	int			n = 0;
 	bool		ok = true;
@@ -564,10 +583,7 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
 		steps[n++] = (PgStep) {&sql_stmt, NULL, args.params};
 	}
 	if (commit)
-	{
-		commit_steps(steps + n);
-		n += COMMIT_STEPS;
-	}
+		n += commit_steps(steps + n);
 	ok = pg_pipeline(a->pg, steps, n, res);
 	for (int j = 0; j < n; j++)
 	{
@@ -604,7 +620,7 @@ static bool
 apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 {
 	PGconn	   *pg = a->pg;
-	int			chunk = PG_PIPELINE_MAX - LEAD_STEPS;
+	int			chunk = PG_PIPELINE_MAX - MAX_LEAD_STEPS;
 	int			last = -1;
 	bool		ok = true;
 

@@ -208,6 +208,7 @@ extern PGresult *pg_check_statement(PGconn *conn, PgStatement *st);
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
 extern void pg_conn_break(PGconn *conn);
 extern PgStatement *pg_pin_statement(void);
+extern PgStatement *pg_pin_at_commit_statement(void);
 extern bool pg_eo_at_least(int major, int minor);
 extern PgStatement pg_durable_stmt;
 extern const char *const *pg_pin_params(void);

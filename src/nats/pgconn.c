@@ -151,6 +151,14 @@ static PgStatement pin_sql_stmt = {
  */
 static PgStatement pin_call_stmt = {"SELECT @eo.eo_session_pin($1, $2)", 2, pin_types};
 
+/*
+ * eo 0.4.0's eo_session_pin_at_commit: sent after BEGIN, it pins at
+ * COMMIT, after the transaction's code has run; in place of the pin and
+ * SET CONSTRAINTS ALL IMMEDIATE, UNLISTEN * and the durable step before
+ * COMMIT.
+ */
+static PgStatement pin_at_commit_stmt = {"SELECT @eo.eo_session_pin_at_commit($1, $2)", 2, pin_types};
+
 /* The session's eo's version (found by find_eo), 0.0 before. */
 static int	eo_major = 0;
 static int	eo_minor = 0;
@@ -197,6 +205,19 @@ pg_pin_statement(void)
 	return pg_eo_at_least(0, 4) ? &pin_call_stmt : &pin_sql_stmt;
 }
 
+/*
+ * The statement that pins the settings (with pg_pin_params()) when the
+ * transaction commits, or NULL where eo is older than 0.4.0: apply then
+ * pins at the start of each transaction, and fires the deferred
+ * triggers, drops the LISTENs and makes the commit durable before
+ * COMMIT, statement by statement.
+ */
+PgStatement *
+pg_pin_at_commit_statement(void)
+{
+	return pg_eo_at_least(0, 4) ? &pin_at_commit_stmt : NULL;
+}
+
 /* pg_pin_statement's parameters in this session: the settings' names and their values. */
 const char *const *
 pg_pin_params(void)
@@ -220,7 +241,8 @@ pg_pin_params(void)
 	" (SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text FROM pg_catalog.pg_proc p" \
 	"   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid" \
 	"   AND p.proname OPERATOR(pg_catalog.=) ANY ('{eo_relay_fetch,eo_relay_ack,eo_relay_ack_pages," \
-	"eo_relay_wait,eo_claim,eo_fail,eo_session_pin,eo_relay_header_lines}')" \
+	"eo_relay_wait,eo_claim,eo_fail,eo_session_pin,eo_session_pin_at_commit," \
+	"eo_relay_header_lines}')" \
 	"   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d" \
 	"     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass" \
 	"     AND d.objid OPERATOR(pg_catalog.=) p.oid" \

@@ -11,10 +11,11 @@
 # from its own text each time: every message is applied once.
 # The settings such a trigger changes for the rest of the session
 # (synchronous_commit off: an acknowledged message lost by a crash;
-# client_encoding, search_path, DateStyle, the role) are pinned again at
-# the start of every transaction apply begins: each later message's --sql
-# sees apply's own, and a TEMP table it makes does not take the name of
-# --search-path's table.  Within a batch, the settings the server reports
+# client_encoding, search_path, DateStyle, the role) are pinned again
+# at every COMMIT of apply (eo 0.4.0's eo_session_pin_at_commit), or at
+# the start of every transaction apply begins (an older eo), and its
+# LISTENs dropped: each later message's --sql sees apply's own, and a TEMP
+# table it makes does not take the name of --search-path's table.  Within a batch, the settings the server reports
 # are pinned again when one moved; deferred triggers are fired before the
 # step that makes the commit durable (a crash with the WAL writer stopped
 # loses nothing); a message whose trigger ends the session is given back
@@ -109,11 +110,12 @@ is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 
 forward_new('settings', 'SETTINGS');
 $node->safe_psql('postgres', q{CREATE ROLE grp; GRANT grp TO consumer});
 unsettle('inbox');
-settings_seen('inbox', 'inbox2', 'on eo ' . EoTest::default_version() . ' (eo_session_pin)',
-	qr/SELECT "?eo"?\.eo_session_pin\(\$1, \$2\)/);
+settings_seen('inbox', 'inbox2', 'on eo ' . EoTest::default_version() . ' (eo_session_pin_at_commit)',
+	qr/SELECT "?eo"?\.eo_session_pin_at_commit\(\$1, \$2\)/);
 
-# The same with an eo of 0.3.0, which has no eo_session_pin: apply puts
-# the settings back with a statement of its own.
+# The same with an eo of 0.3.0, which has no eo_session_pin_at_commit: apply
+# puts the settings back at the start of each transaction with a statement
+# of its own, and UNLISTEN *.
 $node->safe_psql('postgres', q{CREATE DATABASE inbox03 OWNER owner});
 $node->safe_psql('inbox03', q{
 CREATE SCHEMA eo;
@@ -137,7 +139,8 @@ sub unsettle
 GRANT USAGE ON SCHEMA eo TO grp;
 GRANT EXECUTE ON FUNCTION eo.eo_claim(text, text, interval, text) TO grp;
 SET ROLE owner;
-CREATE TABLE public.seen_settings (n int, sc text, sp text, ds text, ce text, cu text, ca text, ts text);
+CREATE TABLE public.seen_settings (n int, sc text, sp text, ds text, ce text, cu text, ca text, ts text,
+  li text);
 GRANT INSERT, SELECT ON public.seen_settings TO consumer, grp;
 ALTER DATABASE $db SET role = grp;
 } . q{
@@ -173,16 +176,18 @@ sub settings_seen
   SELECT ($3->>'n')::int, pg_catalog.current_setting('synchronous_commit'), pg_catalog.current_setting('search_path'),
          pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('client_encoding'),
          current_user, pg_catalog.current_setting('plpgsql.check_asserts'),
-         pg_catalog.current_setting('default_text_search_config')});
+         pg_catalog.current_setting('default_text_search_config'),
+         (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels())});
 	is($rc, 0, "apply --once exits 0, $how");
 	is($node->safe_psql($db, q{SELECT count(*) FROM public.seen_settings}), '6',
 		'the 6 applied into the table --search-path names, not the TEMP table of the same name the'
 		. ' trigger made (temporary tables come last in --sql\'s search_path)');
-	is($node->safe_psql($db, q{SELECT string_agg(DISTINCT concat_ws('|', sc, sp, ds, ce, cu, ca, ts), ',')
-  FROM public.seen_settings}), 'on|public, pg_temp|ISO, MDY|UTF8|consumer|on|pg_catalog.english',
+	is($node->safe_psql($db, q{SELECT string_agg(DISTINCT concat_ws('|', sc, sp, ds, ce, cu, ca, ts, li), ',')
+  FROM public.seen_settings}), 'on|public, pg_temp|ISO, MDY|UTF8|consumer|on|pg_catalog.english|0',
 		'each --sql saw apply\'s own settings, not what the trigger set for the session before it:'
-		. ' its role (not the owner\'s ALTER DATABASE ... SET role), ASSERTs on, and the server\'s'
-		. " default_text_search_config (postgresql.conf's, not PostgreSQL's built-in), $how");
+		. ' its role (not the owner\'s ALTER DATABASE ... SET role), ASSERTs on, the server\'s'
+		. " default_text_search_config (postgresql.conf's, not PostgreSQL's built-in), and no LISTEN"
+		. " left, $how");
 	like(slurp_file($node->logfile, $log_from), $pin, "... put back $how");
 	$node->safe_psql($db, "SET ROLE NONE; ALTER DATABASE $db RESET role");
 	$node->safe_psql('postgres', "ALTER ROLE consumer IN DATABASE $db RESET log_statement");
@@ -211,11 +216,25 @@ SELECT count(eo_emit('$outbox', 'order', 'agg', 'placed', jsonb_build_object('n'
 # settings LOCAL on each row that change what a message's data means (the
 # server reports them: the later messages' --sql are pinned again before
 # they run), and a deferred one turns synchronous_commit off at the end
-# (fired before the durable step, not at COMMIT after it).  Then the
-# WAL writer is stopped and the server crashes: had the commit been
-# asynchronous, what apply acknowledged would be gone.
-forward_new('local', 'LOCAL');
-$node->safe_psql('inbox', q{
+# (on eo 0.4.0 eo_session_pin_at_commit makes the commit durable after
+# every deferred trigger, even one that a deferred trigger made, after SET
+# CONSTRAINTS ALL DEFERRED, at COMMIT; on 0.3.0, SET CONSTRAINTS ALL
+# IMMEDIATE fires the deferred triggers before the durable step, which a
+# trigger deferring again would escape).  Then the WAL writer is stopped
+# and the server crashes: had the commit been asynchronous, what apply
+# acknowledged would be gone.
+local_settings('inbox', 'local', 'LOCAL', 'on eo ' . EoTest::default_version(), 1);
+local_settings('inbox03', 'local03', 'LOCAL03', 'on eo 0.3.0', 0);
+
+sub local_settings
+{
+	my ($db, $outbox, $stream, $how, $defer_again) = @_;
+	# the deferred trigger that turns synchronous_commit off: on seen_local,
+	# or on a table a deferred trigger of seen_local writes, deferred again
+	my $async_on = $defer_again ? 'public.seen_local_later' : 'public.seen_local';
+
+	forward_new($outbox, $stream);
+	$node->safe_psql($db, q{
 SET ROLE owner;
 CREATE TABLE public.seen_local (n int, ce text, ds text, tz text);
 GRANT INSERT, SELECT ON public.seen_local TO consumer, grp;
@@ -232,28 +251,41 @@ BEGIN
   PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
   RETURN NULL;
 END $f$;
-CREATE CONSTRAINT TRIGGER async_commit AFTER INSERT ON public.seen_local DEFERRABLE INITIALLY DEFERRED
+CREATE TABLE public.seen_local_later (n int);
+GRANT INSERT ON public.seen_local_later TO consumer, grp;
+CREATE FUNCTION public.defer_again() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  SET CONSTRAINTS ALL DEFERRED;
+  INSERT INTO public.seen_local_later VALUES (NEW.n);
+  RETURN NULL;
+END $f$;
+} . ($defer_again ? q{
+CREATE CONSTRAINT TRIGGER defer_again AFTER INSERT ON public.seen_local DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION public.defer_again();
+} : '') . qq{
+CREATE CONSTRAINT TRIGGER async_commit AFTER INSERT ON $async_on DEFERRABLE INITIALLY DEFERRED
   FOR EACH ROW EXECUTE FUNCTION public.async_commit();
 });
-my $walwriter = $node->safe_psql('postgres',
-	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
-kill 'STOP', $walwriter;
-($rc) = $nats->run('apply-local.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
-	'--stream', 'LOCAL', '--durable', 'local', '--scope', 'orders-consumer', '--ack-wait', '1000', '--once',
-	'--verbose',
-	'--sql', q{INSERT INTO public.seen_local SELECT ($3->>'n')::int, pg_catalog.current_setting('client_encoding'),
+	my $walwriter = $node->safe_psql('postgres',
+		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
+	kill 'STOP', $walwriter;
+	my ($rc) = $nats->run("apply-$outbox.log", @nats, '--pg', $node->connstr($db) . ' user=consumer',
+		'apply', '--stream', $stream, '--durable', $outbox, '--scope', 'orders-consumer',
+		'--ack-wait', '1000', '--once', '--verbose',
+		'--sql', q{INSERT INTO public.seen_local SELECT ($3->>'n')::int, pg_catalog.current_setting('client_encoding'),
   pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('TimeZone')});
-is($rc, 0, 'apply --once exits 0');
-like($nats->log('apply-local.log'), qr/fetch: 6 applied/, '... the 6 applied, in one fetch');
-is($node->safe_psql('inbox', q{SELECT string_agg(DISTINCT concat_ws('|', ce, ds, tz), ',')
+	is($rc, 0, "apply --once exits 0, $how");
+	like($nats->log("apply-$outbox.log"), qr/fetch: 6 applied/, '... the 6 applied, in one fetch');
+	is($node->safe_psql($db, q{SELECT string_agg(DISTINCT concat_ws('|', ce, ds, tz), ',')
   FROM public.seen_local}), 'UTF8|ISO, MDY|UTC',
-	'each --sql of the fetch saw apply\'s settings, not what the trigger set for the transaction');
-$node->stop('immediate');
-kill 'CONT', $walwriter;
-$node->start;
-is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen_local}), '6',
-	'all 6 there after a crash with the WAL writer stopped: the commit was durable, whatever the'
-	. ' deferred trigger set');
+		"each --sql of the fetch saw apply's settings, not what the trigger set for the transaction, $how");
+	$node->stop('immediate');
+	kill 'CONT', $walwriter;
+	$node->start;
+	is($node->safe_psql($db, q{SELECT count(*) FROM public.seen_local}), '6',
+		'all 6 there after a crash with the WAL writer stopped: the commit was durable, whatever the'
+		. " deferred trigger set, $how");
+}
 
 # ---- a message whose trigger ends the session --------------------------------
 
