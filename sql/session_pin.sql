@@ -75,12 +75,13 @@ SELECT eo_session_pin_at_commit('{DateStyle}', '{German}');
 SET DateStyle = 'SQL, DMY';
 ROLLBACK;
 SELECT current_setting('DateStyle') AS datestyle;
--- a later call replaces an earlier one
+-- a second call in the transaction (code run after the first, a trigger)
+-- is refused: what the first asked for cannot be replaced
 BEGIN;
-SELECT eo_session_pin_at_commit('{DateStyle}', '{German}');
 SELECT eo_session_pin_at_commit('{TimeZone}', '{Asia/Seoul}');
+SELECT eo_test_try($$SELECT eo_session_pin_at_commit('{synchronous_commit}', '{off}')$$);
 COMMIT;
-SELECT current_setting('DateStyle') AS datestyle, current_setting('TimeZone') AS timezone;
+SELECT current_setting('synchronous_commit') AS sync, current_setting('TimeZone') AS timezone;
 -- a deferred trigger's error comes at COMMIT, as without it: nothing is pinned
 CREATE FUNCTION at_commit_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -157,8 +157,10 @@ pin_at_commit_callback(XactEvent event, void *arg)
 /*
  * eo_session_pin_at_commit(names, settings): when this transaction
  * commits, after all code in it has run, every LISTEN is dropped and
- * pin_all(names, settings) is done; a later call in the transaction
- * replaces an earlier one.  Bad input is refused now, not at COMMIT.
+ * pin_all(names, settings) is done.  Bad input is refused now, not at
+ * COMMIT.  A second call in the same transaction is refused: the caller
+ * makes the first before it runs code that is not its own, which must
+ * not replace what it asked for (synchronous_commit off, for one).
  * Every transaction of eo_nats apply that commits ends so, and one that
  * rolls back takes its own changes with it: each begins as apply set its
  * session up, with no pin at its start, and no trigger (deferred or not)
@@ -177,6 +179,11 @@ eo_session_pin_at_commit(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("cannot call eo_session_pin_at_commit within security-restricted operation")));
+	if (commit_names != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("eo_session_pin_at_commit was already called in this transaction"),
+				 errdetail("What the first call asked for is done at COMMIT; it cannot be replaced.")));
 	(void) settings_of(PG_GETARG_ARRAYTYPE_P(0), PG_GETARG_ARRAYTYPE_P(1), &names, &values, &value_nulls);
 	if (!commit_callback_registered)
 	{
