@@ -6,7 +6,9 @@
 -- ---- sessions (src/session_pin.c) ----
 
 -- eo_session_pin(names, settings): each named setting whose value reads
--- otherwise is set to its element of settings for the session, as
+-- otherwise, or that was set in the transaction at all (set LOCAL to the
+-- value given over another for the session, it would read otherwise
+-- after COMMIT), is set to its element of settings for the session, as
 -- set_config(name, value, false) would, with the caller's rights; NULL
 -- elements and settings the server lacks are passed over; returns how
 -- many were set.  eo_nats apply calls it at the start of every
@@ -30,8 +32,11 @@ COMMENT ON FUNCTION @extschema@.eo_session_pin(pg_catalog.text[], pg_catalog.tex
 -- commits, after all code in it has run (its deferred triggers too),
 -- every LISTEN is dropped (as UNLISTEN * drops them) and
 -- eo_session_pin(names, settings) is done, whose session-wide sets also
--- replace values set LOCAL in the transaction; nothing is done if it rolls
--- back or is prepared.  Bad input is refused at the call.  eo_nats apply
+-- replace values set LOCAL in the transaction, with the rights the caller
+-- had at the call; nothing is done if it rolls back or is prepared.  The
+-- arrays are checked at the call, each value at COMMIT; a second call in
+-- the transaction is refused, and so is a call within a SECURITY DEFINER
+-- function (what it sets would outlive the function).  eo_nats apply
 -- begins every transaction with it: one that commits leaves the session
 -- as apply set it up, one that rolls back as it was, and no trigger can
 -- make its commit asynchronous.  It does only what those statements do,

@@ -82,6 +82,22 @@ SELECT eo_session_pin_at_commit('{TimeZone}', '{Asia/Seoul}');
 SELECT eo_test_try($$SELECT eo_session_pin_at_commit('{synchronous_commit}', '{off}')$$);
 COMMIT;
 SELECT current_setting('synchronous_commit') AS sync, current_setting('TimeZone') AS timezone;
+-- a setting set for the session, then LOCAL to the value given, reads the
+-- same at COMMIT but would go back to the session's value after it: set too
+BEGIN;
+SELECT eo_session_pin_at_commit('{TimeZone}', '{UTC}');
+SET TimeZone = 'Asia/Tokyo';
+SET LOCAL TimeZone = 'UTC';
+COMMIT;
+SELECT current_setting('TimeZone') AS timezone;
+-- so does eo_session_pin, and it says so
+BEGIN;
+SET TimeZone = 'Asia/Tokyo';
+SET LOCAL TimeZone = 'UTC';
+SELECT eo_session_pin('{TimeZone}', '{UTC}') AS set;
+COMMIT;
+SELECT current_setting('TimeZone') AS timezone;
+SET TimeZone = 'Asia/Seoul';
 -- a deferred trigger's error comes at COMMIT, as without it: nothing is pinned
 CREATE FUNCTION at_commit_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -102,6 +118,22 @@ BEGIN;
 SELECT eo_session_pin_at_commit('{log_statement}', '{all}');
 COMMIT;
 RESET ROLE;
+-- ... the rights it had at the call, whoever the user is at COMMIT
+BEGIN;
+SET LOCAL ROLE regress_eo_pinner;
+SELECT eo_session_pin_at_commit('{session_replication_role}', '{replica}');
+RESET ROLE;
+COMMIT;
+SELECT current_setting('session_replication_role') AS session_replication_role;
+-- refused within a SECURITY DEFINER function: what it sets would outlive
+-- the function, for its caller
+CREATE FUNCTION at_commit_definer() RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+  PERFORM eo_session_pin_at_commit('{session_replication_role}', '{replica}');
+END $$;
+ALTER FUNCTION at_commit_definer() OWNER TO regress_eo_pinner;
+SELECT eo_test_try('SELECT at_commit_definer()');
+DROP FUNCTION at_commit_definer();
 SELECT has_function_privilege('regress_eo_pinner', 'eo_session_pin_at_commit(text[], text[])', 'EXECUTE') AS may;
 -- bad input is refused at the call, not at COMMIT
 SELECT eo_test_try($$SELECT eo_session_pin_at_commit('{DateStyle,TimeZone}', '{ISO}')$$);

@@ -126,4 +126,45 @@ typedef bool EoUpdateIndexes;
 #define eo_database_is_invalid(datform) false
 #endif
 
+/*
+ * A setting's record, or NULL if there is none of that name.  16 made
+ * find_option public; before, the array of settings, kept sorted by
+ * name compared ASCII case-insensitively (guc.c's guc_name_compare), is
+ * searched the same way.
+ */
+#include "utils/guc_tables.h"
+#if PG_VERSION_NUM >= 160000
+static inline struct config_generic *
+eo_find_setting(const char *name)
+{
+	return find_option(name, false, true, ERROR);
+}
+#else
+static inline int
+eo_setting_name_cmp(const void *key, const void *elem)
+{
+	const char *a = *(const char *const *) key;
+	const char *b = (*(struct config_generic *const *) elem)->name;
+
+	for (; *a && *b; a++, b++)
+	{
+		char		ca = (*a >= 'A' && *a <= 'Z') ? *a + ('a' - 'A') : *a;
+		char		cb = (*b >= 'A' && *b <= 'Z') ? *b + ('a' - 'A') : *b;
+
+		if (ca != cb)
+			return ca - cb;
+	}
+	return *a ? 1 : (*b ? -1 : 0);
+}
+
+static inline struct config_generic *
+eo_find_setting(const char *name)
+{
+	struct config_generic **found = bsearch(&name, get_guc_variables(), GetNumConfigOptions(),
+											sizeof(struct config_generic *), eo_setting_name_cmp);
+
+	return found ? *found : NULL;
+}
+#endif
+
 #endif							/* EO_COMPAT_H */

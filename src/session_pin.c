@@ -34,6 +34,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "compat.h"
 #include "eo.h"
 
 PG_FUNCTION_INFO_V1(eo_session_pin);
@@ -53,20 +54,42 @@ text_elements(ArrayType *array, const char *what, Datum **elems, bool **nulls)
 	return n;
 }
 
+/* Who sets the settings: the context and role set_config_option_ext checks. */
+typedef struct Setter
+{
+	GucContext	context;
+	Oid			role;
+} Setter;
+
+/* The caller, as set_config(name, value, false) would set for it. */
+static Setter
+setter_now(void)
+{
+	return (Setter) {superuser() ? PGC_SUSET : PGC_USERSET, GetUserId()};
+}
+
 /*
- * One setting put back if it reads otherwise; true if it was set.  An
- * unknown one is passed over, as current_setting(name, true) reads NULL
- * for it (a setting the server lacks, transaction_timeout before 17).
+ * One setting put back for the session, with setter's rights, if it
+ * reads otherwise or was set in this transaction at all (it has a stacked
+ * value to go back to at the transaction's end: set for the session, then
+ * LOCAL to the value given, it reads the same now and would read the
+ * session's value after COMMIT); true if it was set.  An unknown one is
+ * passed over, as current_setting(name, true) reads NULL for it (a
+ * setting the server lacks, transaction_timeout before 17).
  */
 static bool
-pin_one(const char *name, const char *value)
+pin_one(const char *name, const char *value, Setter setter)
 {
 	char	   *now = GetConfigOptionByName(name, NULL, true);
+	struct config_generic *setting;
 
-	if (now == NULL || strcmp(now, value) == 0)
+	if (now == NULL)
 		return false;
-	(void) set_config_option(name, value, superuser() ? PGC_SUSET : PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+	if (strcmp(now, value) == 0 &&
+		((setting = eo_find_setting(name)) == NULL || setting->stack == NULL))
+		return false;
+	(void) set_config_option_ext(name, value, setter.context, PGC_S_SESSION, setter.role,
+								 GUC_ACTION_SET, true, 0, false);
 	return true;
 }
 
@@ -99,7 +122,7 @@ settings_of(ArrayType *names_array, ArrayType *settings_array,
  * alone.  Returns how many were set.
  */
 static int
-pin_all(ArrayType *names_array, ArrayType *settings_array)
+pin_all(ArrayType *names_array, ArrayType *settings_array, Setter setter)
 {
 	Datum	   *names;
 	Datum	   *values;
@@ -109,7 +132,7 @@ pin_all(ArrayType *names_array, ArrayType *settings_array)
 
 	for (int i = 0; i < n; i++)
 		if (!value_nulls[i] &&
-			pin_one(TextDatumGetCString(names[i]), TextDatumGetCString(values[i])))
+			pin_one(TextDatumGetCString(names[i]), TextDatumGetCString(values[i]), setter))
 			set++;
 	return set;
 }
@@ -118,15 +141,16 @@ pin_all(ArrayType *names_array, ArrayType *settings_array)
 Datum
 eo_session_pin(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT32(pin_all(PG_GETARG_ARRAYTYPE_P(0), PG_GETARG_ARRAYTYPE_P(1)));
+	PG_RETURN_INT32(pin_all(PG_GETARG_ARRAYTYPE_P(0), PG_GETARG_ARRAYTYPE_P(1), setter_now()));
 }
 
 /*
  * What eo_session_pin_at_commit asked of this transaction's commit (in
- * TopTransactionContext), or NULLs.
+ * TopTransactionContext), or NULLs, and with whose rights.
  */
 static ArrayType *commit_names = NULL;
 static ArrayType *commit_settings = NULL;
+static Setter commit_setter;
 static bool commit_callback_registered = false;
 
 /*
@@ -151,21 +175,25 @@ pin_at_commit_callback(XactEvent event, void *arg)
 	if (event != XACT_EVENT_PRE_COMMIT || names == NULL)
 		return;
 	Async_UnlistenAll();
-	(void) pin_all(names, settings);
+	(void) pin_all(names, settings, commit_setter);
 }
 
 /*
  * eo_session_pin_at_commit(names, settings): when this transaction
  * commits, after all code in it has run, every LISTEN is dropped and
- * pin_all(names, settings) is done.  Bad input is refused now, not at
- * COMMIT.  A second call in the same transaction is refused: the caller
- * makes the first before it runs code that is not its own, which must
- * not replace what it asked for (synchronous_commit off, for one).
+ * pin_all(names, settings) is done, with the caller's rights as they are
+ * now (the user may be another by then).  The arrays are checked now,
+ * each value by its setting at COMMIT.  A second call in the same
+ * transaction is refused: the caller makes the first before it runs code
+ * that is not its own, which must not replace what it asked for
+ * (synchronous_commit off, for one).
  * Every transaction of eo_nats apply that commits ends so, and one that
  * rolls back takes its own changes with it: each begins as apply set its
  * session up, with no pin at its start, and no trigger (deferred or not)
  * can make its commit asynchronous.  Like UNLISTEN, refused within a
- * security-restricted operation.
+ * security-restricted operation; and within a SECURITY DEFINER function,
+ * as SET ROLE is: what it sets would outlive the function, for whoever
+ * called it.
  */
 Datum
 eo_session_pin_at_commit(PG_FUNCTION_ARGS)
@@ -179,6 +207,10 @@ eo_session_pin_at_commit(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("cannot call eo_session_pin_at_commit within security-restricted operation")));
+	if (InLocalUserIdChange())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot call eo_session_pin_at_commit within security-definer function")));
 	if (commit_names != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -194,5 +226,6 @@ eo_session_pin_at_commit(PG_FUNCTION_ARGS)
 	commit_names = DatumGetArrayTypePCopy(PG_GETARG_DATUM(0));
 	commit_settings = DatumGetArrayTypePCopy(PG_GETARG_DATUM(1));
 	MemoryContextSwitchTo(old);
+	commit_setter = setter_now();
 	PG_RETURN_VOID();
 }

@@ -154,6 +154,10 @@ BEGIN
           pg_catalog.set_config('plpgsql.check_asserts', 'off', false),
           pg_catalog.set_config('default_text_search_config', 'pg_catalog.simple', false),
           pg_catalog.set_config('role', 'grp', false);
+  -- and LOCAL as apply has them: they read as apply's at COMMIT, and would
+  -- go back to the trigger's for the session after it
+  PERFORM pg_catalog.set_config('synchronous_commit', 'on', true),
+          pg_catalog.set_config('search_path', 'public, pg_temp', true);
   LISTEN owner_channel;
   RETURN NEW;
 END $f$;
