@@ -41,6 +41,7 @@ OBJS = \
 	src/outbox_metrics.o \
 	src/outbox_create.o \
 	src/session_pin.o \
+	src/statement_names.o \
 	src/outbox_relay_headers.o
 
 # Install scripts: the released 0.1.0 script (never edited) and one update
@@ -52,7 +53,7 @@ PGFILEDESC = "eo - effectively-once processing"
 
 REGRESS = test_setup claim fingerprint lease fail_retry status privileges bad_input maintain \
 	outbox outbox_privileges outbox_bad_input outbox_retention relay_bounds partitions plans key_indexes deferred stats http scopes outcomes tombstones recovery redrive \
-	security traps list_keys comments session_pin relay_headers
+	security traps list_keys comments session_pin statement_names relay_headers
 REGRESS_OPTS = --load-extension=eo
 
 ISOLATION = claim-commit claim-rollback claim-scopes claim-rejected scope-recreated tombstone-retire claim-deferred claim-isolation-levels \

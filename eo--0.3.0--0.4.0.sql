@@ -53,6 +53,25 @@ GRANT EXECUTE ON FUNCTION @extschema@.eo_session_pin_at_commit(pg_catalog.text[]
 COMMENT ON FUNCTION @extschema@.eo_session_pin_at_commit(pg_catalog.text[], pg_catalog.text[]) IS
     'when the transaction commits, after all code in it has run: drop every LISTEN, then set each named setting that reads otherwise to the given value for the session';
 
+-- ---- prepared statements (src/statement_names.c) ----
+
+-- eo_statement_names_reserved(): true: this session refuses PREPARE and
+-- DEALLOCATE of prepared statements named "eo_nats_..." (42501), so code
+-- run in it (a trigger) cannot put its own statement under a name eo_nats
+-- prepared one under.  eo's library reserves them wherever it is loaded,
+-- and calling this loads it.  eo_nats calls it at connect and prepares
+-- its statements by name where it is true (elsewhere they go unnamed,
+-- parsed every time).  It reads nothing, so every role may execute it
+-- (granted to PUBLIC in so many words, as eo_session_pin is).
+CREATE FUNCTION @extschema@.eo_statement_names_reserved()
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'eo_statement_names_reserved'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+GRANT EXECUTE ON FUNCTION @extschema@.eo_statement_names_reserved() TO PUBLIC;
+
+COMMENT ON FUNCTION @extschema@.eo_statement_names_reserved() IS
+    'true: this session refuses PREPARE and DEALLOCATE of prepared statements named eo_nats_... (so eo_nats may prepare by name)';
+
 -- ---- relays (src/outbox_relay_headers.c) ----
 
 -- eo_relay_header_lines(headers): an event's headers as "key<TAB>value"

@@ -60,6 +60,7 @@ void
 _PG_init(void)
 {
 	eo_define_settings();
+	eo_reserve_statement_names();
 
 	/*
 	 * The worker, the relays' doorbells and the claim counters need the

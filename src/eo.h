@@ -56,6 +56,10 @@
 
 /* settings.c: the settings (eo.*), defined by _PG_init (eo.c) */
 extern void eo_define_settings(void);
+
+/* statement_names.c: prepared statement names eo_nats reserves (SQL's PREPARE and DEALLOCATE refuse them) */
+#define EO_RESERVED_STATEMENT_PREFIX "eo_nats_"
+extern void eo_reserve_statement_names(void);
 extern int	eo_max_attempts;
 extern int	eo_max_lease_secs;
 extern int	eo_retention_secs;

@@ -174,12 +174,16 @@ extern PGresult *pg_exec(PGconn *conn, const char *sql);
 /*
  * A statement eo_nats sends, with its parameters' types.  In `sql`,
  * "@eo." stands for eo's schema, as found at connect: eo's functions are
- * always called by their full names.  Statements go unnamed, parsed from
- * this text every time, never prepared by name: code run in the session
- * is not eo_nats's (--sql writes the application's tables, and their
- * owners' triggers run in the session), and PREPARE and DEALLOCATE work
- * from PL/pgSQL, so a named statement could be replaced by one that
- * answers "duplicate" to every claim (test/t/124_nats_statements.pl).
+ * always called by their full names.  Code run in the session is not
+ * eo_nats's (--sql writes the application's tables, and their owners'
+ * triggers run in the session), and PREPARE and DEALLOCATE work from
+ * PL/pgSQL, so a statement prepared under a name it could use could be
+ * replaced by one that answers "duplicate" to every claim
+ * (test/t/124_nats_statements.pl).  So a statement is prepared by name
+ * (once a session, under "eo_nats_<n>") only where the session refuses
+ * PREPARE and DEALLOCATE under those names (eo 0.4.0's
+ * src/statement_names.c, checked at connect); elsewhere it goes unnamed,
+ * parsed from this text every time.
  */
 /* forward's linger after the bell (linger.c) */
 typedef struct Linger
@@ -201,11 +205,16 @@ typedef struct PgStatement
 	bool		verbatim;		/* the user's SQL: no @eo. in it is replaced */
 	long		session;		/* the session `text` was made for (0: none yet) */
 	char	   *text;			/* sql with eo's schema in it */
+	long		prepared;		/* the session it was prepared in as `name` (0: none) */
+	char		name[32];
 } PgStatement;
 
 extern const char *pg_statement_text(PgStatement *st);
 extern PGresult *pg_check_statement(PGconn *conn, PgStatement *st);
 extern PGresult *pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params);
+extern void pg_statement_prepare(PGconn *conn, PgStatement *st);
+extern const char *pg_statement_name(PgStatement *st);
+extern void pg_statement_gone(PGconn *conn, PgStatement *st, PGresult *res);
 extern void pg_conn_break(PGconn *conn);
 extern PgStatement *pg_pin_statement(void);
 extern PgStatement *pg_pin_at_commit_statement(void);

@@ -56,6 +56,12 @@ static bool session_read_only = false;
 /* The session cannot be used any more (pg_conn_break): make a new one. */
 static bool session_broken = false;
 
+/* The session refuses PREPARE under eo_nats's names (see PgStatement). */
+static bool names_reserved = false;
+
+/* Names given to prepared statements by this process (each session's are new). */
+static long statements_named = 0;
+
 /*
  * Everything the database's owner can set (ALTER DATABASE ... SET) that
  * would change what eo_nats's statements or a --sql mean, or how long
@@ -241,7 +247,7 @@ pg_pin_params(void)
 	" (SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text FROM pg_catalog.pg_proc p" \
 	"   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid" \
 	"   AND p.proname OPERATOR(pg_catalog.=) ANY ('{eo_relay_fetch,eo_relay_ack,eo_relay_ack_pages," \
-	"eo_relay_wait,eo_claim,eo_fail,eo_session_pin,eo_session_pin_at_commit," \
+	"eo_relay_wait,eo_claim,eo_fail,eo_session_pin,eo_session_pin_at_commit,eo_statement_names_reserved," \
 	"eo_relay_header_lines}')" \
 	"   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d" \
 	"     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass" \
@@ -497,6 +503,27 @@ pg_reported_moved(PGconn *conn)
 	return false;
 }
 
+/*
+ * Whether the session refuses PREPARE under eo_nats's names (eo 0.4.0's
+ * src/statement_names.c): eo_statement_names_reserved() loads eo's
+ * library, which reserves them, and says so.  Asked at connect, before
+ * any code but eo_nats's has run in the session.
+ */
+static bool
+reservation_holds(PGconn *conn)
+{
+	char		sql[300];
+	PGresult   *res;
+	bool		holds;
+
+	snprintf(sql, sizeof(sql), "SELECT %s.eo_statement_names_reserved()", eo_schema);
+	res = pg_exec(conn, sql);
+	holds = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return holds;
+}
+
 /* The session made ready: settings, eo found.  *config if no use trying again. */
 static bool
 session_setup(PGconn *conn, const Config *cfg, bool *config)
@@ -520,6 +547,8 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 		ok = pg_ok(conn, res, PGRES_TUPLES_OK, "setting synchronous_commit");
 		PQclear(res);
 	}
+	if (ok)
+		names_reserved = pg_eo_at_least(0, 4) && reservation_holds(conn);
 	if (ok && cfg->search_path != NULL)
 		ok = set_search_path(conn, cfg);
 	if (ok)
@@ -741,9 +770,59 @@ pg_check_statement(PGconn *conn, PgStatement *st)
 	return NULL;
 }
 
-/* Run st with params, unnamed (see PgStatement). */
+/*
+ * st prepared under a name of eo_nats's in this session, if the session
+ * refuses those to code run in it and st was not yet (one round trip,
+ * once a session).  If preparing fails, st goes unnamed, and fails there
+ * the same way, where its caller looks.
+ */
+void
+pg_statement_prepare(PGconn *conn, PgStatement *st)
+{
+	PGresult   *res;
+
+	if (!names_reserved || st->prepared == session)
+		return;
+	snprintf(st->name, sizeof(st->name), "eo_nats_%ld", ++statements_named);
+	res = PQprepare(conn, st->name, pg_statement_text(st), st->nparams, st->types);
+	st->prepared = PQresultStatus(res) == PGRES_COMMAND_OK ? session : 0;
+	PQclear(res);
+}
+
+/* st's name, if it was prepared in this session; else NULL: unnamed. */
+const char *
+pg_statement_name(PgStatement *st)
+{
+	return st->prepared == session && session != 0 ? st->name : NULL;
+}
+
+/*
+ * After st ran by name: if its statement is gone (26000: code in the
+ * session ran DEALLOCATE ALL), the session is replaced, and st prepared
+ * again in the next.
+ */
+void
+pg_statement_gone(PGconn *conn, PgStatement *st, PGresult *res)
+{
+	if (pg_statement_name(st) != NULL && sqlstate_is(res, "26000"))
+	{
+		log_limited("pg statement gone", "warning", "a statement eo_nats prepared is gone"
+					" (DEALLOCATE ALL, by code run in the session): reconnecting");
+		pg_conn_break(conn);
+	}
+}
+
+/* Run st with params: by name where it is prepared (see PgStatement), else unnamed. */
 PGresult *
 pg_exec_statement(PGconn *conn, PgStatement *st, const char *const *params)
 {
-	return PQexecParams(conn, pg_statement_text(st), st->nparams, st->types, params, NULL, NULL, 0);
+	const char *name;
+	PGresult   *res;
+
+	pg_statement_prepare(conn, st);
+	if ((name = pg_statement_name(st)) == NULL)
+		return PQexecParams(conn, pg_statement_text(st), st->nparams, st->types, params, NULL, NULL, 0);
+	res = PQexecPrepared(conn, name, st->nparams, params, NULL, NULL, 0);
+	pg_statement_gone(conn, st, res);
+	return res;
 }

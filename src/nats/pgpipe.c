@@ -41,10 +41,17 @@ pipeline_leave(PGconn *conn, bool synced)
 	return PQexitPipelineMode(conn) == 1;
 }
 
-/* Send step s: a statement with its parameters, or a command without any (unnamed, as all). */
+/*
+ * Send step s: a statement with its parameters (by name where it is
+ * prepared: see PgStatement), or a command without any (unnamed).
+ */
 static bool
 send_step(PGconn *conn, const PgStep *s)
 {
+	const char *name = s->st != NULL ? pg_statement_name(s->st) : NULL;
+
+	if (name != NULL)
+		return PQsendQueryPrepared(conn, name, s->st->nparams, s->params, NULL, NULL, 0) == 1;
 	if (s->st != NULL)
 		return PQsendQueryParams(conn, pg_statement_text(s->st), s->st->nparams, s->st->types,
 								 s->params, NULL, NULL, 0) == 1;
@@ -68,7 +75,11 @@ pg_pipeline(PGconn *conn, const PgStep *steps, int n, PGresult **res)
 	PGresult   *sync;
 
 	for (int i = 0; i < n; i++)
+	{
 		res[i] = NULL;
+		if (steps[i].st != NULL)
+			pg_statement_prepare(conn, steps[i].st);	/* not in pipeline mode */
+	}
 	if (n > PG_PIPELINE_MAX || PQenterPipelineMode(conn) != 1)
 		return false;
 	ok = true;
@@ -93,6 +104,9 @@ pg_pipeline(PGconn *conn, const PgStep *steps, int n, PGresult **res)
 	sync = ok ? PQgetResult(conn) : NULL;
 	ok = ok && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
 	PQclear(sync);
+	for (int i = 0; ok && i < n; i++)
+		if (steps[i].st != NULL)
+			pg_statement_gone(conn, steps[i].st, res[i]);
 	if (pipeline_leave(conn, synced) && ok)
 		return true;
 	for (int i = 0; i < n; i++)

@@ -7,8 +7,12 @@
 # had apply prepared eo_claim's call or --sql by name, such a trigger could
 # put its own statements under those names: claims answering "duplicate"
 # would have every later message acknowledged and never applied (lost),
-# an --sql made a no-op the same.  apply's statements are unnamed, parsed
-# from its own text each time: every message is applied once.
+# an --sql made a no-op the same.  On eo 0.4.0, which reserves the names
+# eo_nats prepares under (PREPARE and DEALLOCATE refuse them), apply
+# prepares by name, and the trigger's every attempt is refused; a
+# trigger's DEALLOCATE ALL makes apply connect again.  On an older eo its
+# statements are unnamed, parsed from its own text each time.  Either
+# way every message is applied once.
 # The settings such a trigger changes for the rest of the session
 # (synchronous_commit off: an acknowledged message lost by a crash;
 # client_encoding, search_path, DateStyle, the role) are pinned again
@@ -71,13 +75,19 @@ DECLARE r record;
 BEGIN
   FOR r IN SELECT name, statement FROM pg_catalog.pg_prepared_statements LOOP
     INSERT INTO public.seen VALUES (r.name || ': ' || r.statement);
-    IF r.statement LIKE '%eo_claim(%' THEN
-      EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
-      EXECUTE pg_catalog.format('PREPARE %I (text, text) AS SELECT %L::text AS status', r.name, 'duplicate');
-    ELSIF r.statement LIKE '%INSERT INTO public.ledger%' THEN
-      EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
-      EXECUTE pg_catalog.format('PREPARE %I (text, text, jsonb, jsonb, timestamptz) AS SELECT 1', r.name);
-    END IF;
+    BEGIN
+      IF r.statement LIKE '%eo_claim(%' THEN
+        EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
+        EXECUTE pg_catalog.format('PREPARE %I (text, text) AS SELECT %L::text AS status', r.name, 'duplicate');
+        INSERT INTO public.seen VALUES ('replaced ' || r.name);
+      ELSIF r.statement LIKE '%INSERT INTO public.ledger%' THEN
+        EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
+        EXECUTE pg_catalog.format('PREPARE %I (text, text, jsonb, jsonb, timestamptz) AS SELECT 1', r.name);
+        INSERT INTO public.seen VALUES ('replaced ' || r.name);
+      END IF;
+    EXCEPTION WHEN insufficient_privilege THEN
+      INSERT INTO public.seen VALUES ('refused ' || r.name);
+    END;
   END LOOP;
   RETURN NEW;
 END $f$;
@@ -101,9 +111,35 @@ is($rc, 0, '10 events forwarded');
 is($rc, 0, 'apply --once exits 0');
 like($nats->log('apply.log'), qr/stopping: 10 applied, 0 duplicates, 0 failed/, 'it says 10 applied');
 is($node->safe_psql('inbox', 'SELECT count(*) FROM public.ledger'), '10',
-	'every message applied: the trigger found no statement of eo_nats to replace');
-is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE '%eo_claim(%'}), '0',
-	'... no prepared statement of the session calls eo_claim');
+	'every message applied: the trigger replaced none of eo_nats\'s statements');
+isnt($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE '%eo_claim(%'}), '0',
+	'... which it found: on eo 0.4.0 apply prepares them by name');
+isnt($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 'refused eo_nats_%'}), '0',
+	'... and every attempt to replace one was refused');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 'replaced %'}), '0',
+	'... none succeeded');
+
+# A trigger's DEALLOCATE ALL (allowed: it replaces nothing) takes apply's
+# statements from under it: the next use of one fails, apply connects
+# again, and every message is applied once.
+forward_new('dropall', 'DROPALL');
+$node->safe_psql('inbox', q{
+SET ROLE owner;
+CREATE TABLE public.dropall (n int PRIMARY KEY);
+GRANT INSERT ON public.dropall TO consumer;
+CREATE FUNCTION public.drop_all() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  IF NEW.n IN (2, 4) THEN DEALLOCATE ALL; END IF;
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER drop_all BEFORE INSERT ON public.dropall FOR EACH ROW EXECUTE FUNCTION public.drop_all();
+});
+($rc) = $nats->run('apply-dropall.log', @nats, '--pg', $node->connstr('inbox') . ' user=consumer', 'apply',
+	'--stream', 'DROPALL', '--durable', 'dropall', '--scope', 'orders-consumer', '--batch', '1',
+	'--ack-wait', '1000', '--once', '--sql', q{INSERT INTO public.dropall SELECT ($3->>'n')::int});
+is($node->safe_psql('inbox', q{SELECT string_agg(n::text, ',' ORDER BY n) FROM public.dropall}), '1,2,3,4,5,6',
+	'a trigger running DEALLOCATE ALL: every message applied, once');
+like($nats->log('apply-dropall.log'), qr/statement eo_nats prepared is gone/, '... apply said why it connected again');
 
 # ---- settings a trigger changes for the rest of the session ----------------
 
