@@ -112,6 +112,34 @@ COMMIT;
 SELECT count(*) AS rows_kept, current_setting('TimeZone') AS timezone FROM at_commit_t;
 DROP TABLE at_commit_t;
 DROP FUNCTION at_commit_unsettle(), at_commit_refuse();
+-- a cancel the transaction's own code sent its backend (which would end a
+-- wait for synchronous standbys at once, the commit not replicated) fails
+-- the COMMIT
+CREATE TABLE at_commit_c (n int);
+CREATE FUNCTION at_commit_selfcancel() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  -- in its last expression: no statement of its own after it takes the cancel
+  RETURN CASE WHEN pg_cancel_backend(pg_backend_pid()) THEN NULL END;
+END $$;
+CREATE CONSTRAINT TRIGGER at_commit_selfcancel AFTER INSERT ON at_commit_c DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION at_commit_selfcancel();
+BEGIN;
+SELECT eo_session_pin_at_commit('{}', '{}');
+INSERT INTO at_commit_c VALUES (1);
+\set VERBOSITY terse
+COMMIT;
+\set VERBOSITY default
+SELECT count(*) AS committed FROM at_commit_c;
+DROP TABLE at_commit_c;
+DROP FUNCTION at_commit_selfcancel();
+-- an old name of a setting (sort_mem is work_mem) is set as the new one is
+BEGIN;
+SET work_mem = '64MB';
+SET LOCAL work_mem = '4MB';
+SELECT eo_session_pin('{sort_mem}', '{4MB}') AS set;
+COMMIT;
+SELECT current_setting('work_mem') AS work_mem;
+RESET work_mem;
 -- the caller's rights at COMMIT, as eo_session_pin's now; every role may execute it
 SET ROLE regress_eo_pinner;
 BEGIN;

@@ -73,9 +73,11 @@ setter_now(void)
  * reads otherwise or was set in this transaction at all (it has a stacked
  * value to go back to at the transaction's end: set for the session, then
  * LOCAL to the value given, it reads the same now and would read the
- * session's value after COMMIT); true if it was set.  An unknown one is
- * passed over, as current_setting(name, true) reads NULL for it (a
- * setting the server lacks, transaction_timeout before 17).
+ * session's value after COMMIT); true if it was set.  One whose record
+ * is not found under the name (an old name GetConfigOptionByName maps,
+ * sort_mem) is set.  An unknown one is passed over, as
+ * current_setting(name, true) reads NULL for it (a setting the server
+ * lacks, transaction_timeout before 17).
  */
 static bool
 pin_one(const char *name, const char *value, Setter setter)
@@ -86,7 +88,7 @@ pin_one(const char *name, const char *value, Setter setter)
 	if (now == NULL)
 		return false;
 	if (strcmp(now, value) == 0 &&
-		((setting = eo_find_setting(name)) == NULL || setting->stack == NULL))
+		(setting = eo_find_setting(name)) != NULL && setting->stack == NULL)
 		return false;
 	(void) set_config_option_ext(name, value, setter.context, PGC_S_SESSION, setter.role,
 								 GUC_ACTION_SET, true, 0, false);
@@ -176,6 +178,15 @@ pin_at_commit_callback(XactEvent event, void *arg)
 		return;
 	Async_UnlistenAll();
 	(void) pin_all(names, settings, commit_setter);
+
+	/*
+	 * A cancel the transaction's own code sent its backend (a deferred
+	 * trigger's pg_cancel_backend(pg_backend_pid())) is still pending, and
+	 * would end the wait for synchronous standbys at once: COMMIT would
+	 * succeed with a warning, not replicated, and the caller take it for
+	 * durable.  Taken here, it fails the COMMIT instead.
+	 */
+	CHECK_FOR_INTERRUPTS();
 }
 
 /*
@@ -186,7 +197,8 @@ pin_at_commit_callback(XactEvent event, void *arg)
  * each value by its setting at COMMIT.  A second call in the same
  * transaction is refused: the caller makes the first before it runs code
  * that is not its own, which must not replace what it asked for
- * (synchronous_commit off, for one).
+ * (synchronous_commit off, for one).  It holds for the transaction, even
+ * if made in a subtransaction rolled back later.
  * Every transaction of eo_nats apply that commits ends so, and one that
  * rolls back takes its own changes with it: each begins as apply set its
  * session up, with no pin at its start, and no trigger (deferred or not)
