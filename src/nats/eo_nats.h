@@ -179,10 +179,11 @@ extern PGresult *pg_exec(PGconn *conn, const char *sql);
  * triggers run in the session), and PREPARE and DEALLOCATE work from
  * PL/pgSQL, so a statement prepared under a name it could use could be
  * replaced by one that answers "duplicate" to every claim
- * (test/t/124_nats_statements.pl).  So a statement is prepared by name
- * (once a session, under "eo_nats_<n>") only where the session refuses
- * PREPARE and DEALLOCATE under those names (eo 0.4.0's
- * src/statement_names.c, checked at connect); elsewhere it goes unnamed,
+ * (test/t/124_nats_statements.pl).  So eo_nats's own statements are
+ * prepared by name (once a session, under "eo_nats_<n>", between
+ * transactions) only where the session refuses PREPARE and DEALLOCATE
+ * under those names (eo 0.4.0's src/statement_names.c, checked at
+ * connect); elsewhere, and the user's --sql always, they go unnamed,
  * parsed from this text every time.
  */
 /* forward's linger after the bell (linger.c) */

@@ -504,6 +504,39 @@ pg_reported_moved(PGconn *conn)
 }
 
 /*
+ * Whether a statement eo_nats prepares by name is there under that name:
+ * a pooler between eo_nats and the server may rename it (PgBouncer's
+ * max_prepared_statements), and the names the server reserves would not
+ * protect it.  A statement that does nothing is prepared and looked for
+ * (left there: SQL's DEALLOCATE refuses eo_nats's names).
+ */
+static bool
+names_kept(PGconn *conn)
+{
+	char		name[32];
+	const char *params[1] = {name};
+	PGresult   *res;
+	bool		kept;
+
+	snprintf(name, sizeof(name), "eo_nats_%ld", ++statements_named);
+	res = PQprepare(conn, name, "SELECT", 0, NULL);
+	kept = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PQclear(res);
+	if (!kept)
+		return false;
+	res = PQexecParams(conn, "SELECT FROM pg_catalog.pg_prepared_statements"
+					   " WHERE name OPERATOR(pg_catalog.=) $1 AND NOT from_sql",
+					   1, (const Oid[]) {25}, params, NULL, NULL, 0);
+	kept = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+	PQclear(res);
+	if (!kept)
+		log_msg("warning", "a statement eo_nats prepared is not under its name in the session"
+				" (a pooler between eo_nats and PostgreSQL?): its statements go unnamed;"
+				" connect eo_nats to PostgreSQL directly");
+	return kept;
+}
+
+/*
  * Whether the session refuses PREPARE under eo_nats's names (eo 0.4.0's
  * src/statement_names.c): eo_statement_names_reserved() loads eo's
  * library, which reserves them, and says so.  Asked at connect, before
@@ -521,7 +554,7 @@ reservation_holds(PGconn *conn)
 	holds = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
 		strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
-	return holds;
+	return holds && names_kept(conn);
 }
 
 /* The session made ready: settings, eo found.  *config if no use trying again. */
@@ -773,15 +806,21 @@ pg_check_statement(PGconn *conn, PgStatement *st)
 /*
  * st prepared under a name of eo_nats's in this session, if the session
  * refuses those to code run in it and st was not yet (one round trip,
- * once a session).  If preparing fails, st goes unnamed, and fails there
- * the same way, where its caller looks.
+ * once a session).  Only eo_nats's own statements, whose results eo's
+ * functions fix: the user's --sql goes unnamed (its tables' columns are
+ * theirs to change, which a cached plan would refuse with 0A000, and its
+ * plan theirs to have made each time).  Only between transactions: a
+ * Parse that fails (a lock it waits for too long) would abort the one
+ * open, and the statement's own error be lost.  If preparing fails, st
+ * goes unnamed, and fails there the same way, where its caller looks.
  */
 void
 pg_statement_prepare(PGconn *conn, PgStatement *st)
 {
 	PGresult   *res;
 
-	if (!names_reserved || st->prepared == session)
+	if (!names_reserved || st->prepared == session || st->verbatim ||
+		PQtransactionStatus(conn) != PQTRANS_IDLE)
 		return;
 	snprintf(st->name, sizeof(st->name), "eo_nats_%ld", ++statements_named);
 	res = PQprepare(conn, st->name, pg_statement_text(st), st->nparams, st->types);
