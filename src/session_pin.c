@@ -119,9 +119,8 @@ settings_of(ArrayType *names_array, ArrayType *settings_array,
 }
 
 /*
- * Each setting of names whose value reads otherwise than its element of
- * settings set to it for the session; a NULL element leaves its setting
- * alone.  Returns how many were set.
+ * pin_one for each setting of names and its element of settings; a NULL
+ * element leaves its setting alone.  Returns how many were set.
  */
 static int
 pin_all(ArrayType *names_array, ArrayType *settings_array, Setter setter)
