@@ -171,6 +171,18 @@ extern const char *sqlstate_of(PGresult *res);
 extern ErrorKind pg_error_kind(PGconn *conn, PGresult *res, Blame blames);
 extern PGresult *pg_exec(PGconn *conn, const char *sql);
 
+/* forward's linger after the bell (linger.c) */
+typedef struct Linger
+{
+	int			fixed_ms;		/* --linger-ms; -1: auto */
+	double		rate;			/* events a second, smoothed */
+	double		last;			/* when the last page with events was fetched */
+} Linger;
+
+extern void linger_init(Linger *l, int fixed_ms);
+extern void linger_saw(Linger *l, int events);
+extern int	linger_ms(const Linger *l);
+
 /*
  * A statement eo_nats sends, with its parameters' types.  In `sql`,
  * "@eo." stands for eo's schema, as found at connect: eo's functions are
@@ -186,18 +198,6 @@ extern PGresult *pg_exec(PGconn *conn, const char *sql);
  * connect); elsewhere, and the user's --sql always, they go unnamed,
  * parsed from this text every time.
  */
-/* forward's linger after the bell (linger.c) */
-typedef struct Linger
-{
-	int			fixed_ms;		/* --linger-ms; -1: auto */
-	double		rate;			/* events a second, smoothed */
-	double		last;			/* when the last page with events was fetched */
-} Linger;
-
-extern void linger_init(Linger *l, int fixed_ms);
-extern void linger_saw(Linger *l, int events);
-extern int	linger_ms(const Linger *l);
-
 typedef struct PgStatement
 {
 	const char *sql;
