@@ -8,7 +8,9 @@
  * slot's with a lease token of its own), publish its events to JetStream
  * with header Nats-Msg-Id = the event id, wait for JetStream's
  * acknowledgement (PubAck) of each, then acknowledge each slot's part to
- * eo (eo_relay_ack per token).  A forwarder killed anywhere in between
+ * eo (eo_relay_ack per token).  A page delivered whole is acknowledged in
+ * the transaction of the next fetch, ahead of it (one commit a page, not
+ * two: see fetch_acking).  A forwarder killed anywhere in between
  * loses nothing: the page's lease ends, the page comes back, the events
  * are published again and JetStream drops the copies it already stored
  * (within the stream's duplicate window, which must outlast a lease).
@@ -94,6 +96,9 @@ static PgStatement ack_all_stmt = {"SELECT pg_catalog.sum(@eo.eo_relay_ack($1, $
 " FROM pg_catalog.unnest($3) t", 3, ack_pages_types};
 static PgStatement wait_stmt = {"SELECT @eo.eo_relay_wait($1, '5 s'::pg_catalog.interval,"
 " $2, $3)", 3, wait_types};
+/* while a page waits to be acknowledged with the next fetch: not for long */
+static PgStatement wait_acking_stmt = {"SELECT @eo.eo_relay_wait($1, '0.2 s'::pg_catalog.interval,"
+" $2, $3)", 3, wait_types};
 static PgStatement wait_plain_stmt = {"SELECT @eo.eo_relay_wait($1,"
 " '5 s'::pg_catalog.interval)", 1, wait_types};
 
@@ -117,6 +122,15 @@ typedef struct Page
 	int			duplicates;		/* acknowledged as already stored */
 } Page;
 
+/* Slot parts of a page to acknowledge whole: their tokens and events. */
+typedef struct Acks
+{
+	int			n;
+	long long  *token;
+	int		   *events;
+	int			total;
+} Acks;
+
 typedef struct Forwarder
 {
 	const Config *cfg;
@@ -129,6 +143,8 @@ typedef struct Forwarder
 	bool		group_wait;		/* eo_relay_wait with the group exists (0.3.0) */
 	bool		ack_pages;		/* so does eo_relay_ack_pages */
 	Linger		linger;			/* the wait's, after the bell (linger.c) */
+	Acks		pending;		/* a page delivered whole, not acknowledged
+								 * yet: it goes with the next fetch */
 	long long	events;			/* delivered since start */
 	long long	pages;
 	long long	not_delivered;	/* events that failed (each try counted) */
@@ -226,30 +242,15 @@ on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure
 
 /* ---- the page ---- */
 
-static bool
-fetch(Forwarder *f, Page *p)
-{
-	char		max[16];
-	char		lease[16];
-	char		slots[16];
-	const char *params[5] = {f->cfg->outbox, f->cfg->group, max, lease, slots};
+static bool ack_tokens(Forwarder *f, const char *tokens);
 
-	snprintf(max, sizeof(max), "%d", f->cfg->max_events);
-	snprintf(lease, sizeof(lease), "%d", f->cfg->lease_secs);
-	snprintf(slots, sizeof(slots), "%d", f->cfg->slots);
-	memset(p, 0, sizeof(*p));
-	p->res = pg_exec_statement(f->pg, pg_eo_at_least(0, 4) ? &fetch_lines_stmt : &fetch_stmt,
-								params);
-	if (!pg_ok(f->pg, p->res, PGRES_TUPLES_OK, "eo_relay_fetch"))
-	{
-		relay_call_failed(f, p->res, "eo_relay_fetch");
-		PQclear(p->res);
-		p->res = NULL;
-		return false;
-	}
+/* p->res, a fetch's rows, into the page's events. */
+static void
+page_read(Page *p)
+{
 	p->n = PQntuples(p->res);
 	if (p->n == 0)
-		return true;
+		return;
 	p->ev = calloc(p->n, sizeof(Event));
 	p->state = calloc(p->n, sizeof(EventState));
 	p->cause = calloc(p->n, sizeof(char *));
@@ -276,7 +277,139 @@ fetch(Forwarder *f, Page *p)
 				break;
 			}
 	}
+}
+
+static PgStatement *
+fetch_statement(void)
+{
+	return pg_eo_at_least(0, 4) ? &fetch_lines_stmt : &fetch_stmt;
+}
+
+/* The fetch on its own: its statement is its transaction. */
+static bool
+fetch_plain(Forwarder *f, Page *p, const char *const *params)
+{
+	p->res = pg_exec_statement(f->pg, fetch_statement(), params);
+	if (!pg_ok(f->pg, p->res, PGRES_TUPLES_OK, "eo_relay_fetch"))
+	{
+		relay_call_failed(f, p->res, "eo_relay_fetch");
+		PQclear(p->res);
+		p->res = NULL;
+		return false;
+	}
+	page_read(p);
 	return true;
+}
+
+static void acks_free(Acks *a);
+static char *acks_text(const Acks *a);
+static bool ack(Forwarder *f, long long token, long long upto);
+
+/*
+ * The pending acknowledgement on its own (a fetch with it failed): whole,
+ * else part by part (a lease that ended fails only its own part).
+ */
+static void
+flush_pending(Forwarder *f)
+{
+	char	   *tokens;
+
+	if (f->pending.n == 0)
+		return;
+	tokens = acks_text(&f->pending);
+	if (ack_tokens(f, tokens))
+		f->events += f->pending.total;
+	else
+		for (int i = 0; i < f->pending.n && f->stop_code < 0; i++)
+			if (ack(f, f->pending.token[i], -1))
+				f->events += f->pending.events[i];
+	free(tokens);
+	acks_free(&f->pending);
+}
+
+/*
+ * The last page's acknowledgement and the fetch of the next in one
+ * transaction, sent in one round trip: BEGIN, eo_relay_ack_pages, the
+ * fetch, COMMIT.  A page a second costs the database one commit, with its
+ * WAL flush, instead of two, and one round trip fewer (docs/performance.md).
+ * The acknowledgement's writes are the fetch's to see (read committed, a
+ * statement after them); a fetch in a transaction that wrote slot rows
+ * before it is one eo_relay_fetch serves like any other.  The answers fit
+ * the pipeline (pgpipe.c): only the fetch's is large, and nothing is sent
+ * after it but COMMIT.  If anything fails, nothing of it is kept: the
+ * acknowledgement is made again on its own, and the fetch again unless
+ * it was the fetch that failed.
+ */
+static bool
+fetch_acking(Forwarder *f, Page *p, const char *const *params)
+{
+	char	   *tokens = acks_text(&f->pending);
+	const char *ack_params[3] = {f->cfg->outbox, f->cfg->group, tokens};
+	PgStep		steps[4] = {
+		{NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL},
+		{&ack_pages_stmt, NULL, ack_params},
+		{fetch_statement(), NULL, params},
+		{NULL, "COMMIT", NULL},
+	};
+	PGresult   *res[4];
+	bool		ok;
+	bool		acked;
+	bool		committed;
+
+	ok = pg_pipeline(f->pg, steps, 4, res);
+	free(tokens);
+	if (!ok)
+	{
+		/* the connection is gone, and with it the leases: the page comes back */
+		acks_free(&f->pending);
+		return false;
+	}
+	acked = PQresultStatus(res[1]) == PGRES_TUPLES_OK;
+	committed = acked && PQresultStatus(res[2]) == PGRES_TUPLES_OK &&
+		PQresultStatus(res[3]) == PGRES_COMMAND_OK &&
+		strcmp(PQcmdStatus(res[3]), "COMMIT") == 0;
+	if (committed)
+	{
+		f->events += f->pending.total;
+		acks_free(&f->pending);
+		p->res = res[2];
+		res[2] = NULL;
+	}
+	else if (PQtransactionStatus(f->pg) != PQTRANS_IDLE)
+		PQclear(PQexec(f->pg, "ROLLBACK"));
+	if (!committed && acked)
+	{
+		PGresult   *failed = PQresultStatus(res[2]) == PGRES_TUPLES_OK ? res[3] : res[2];
+
+		(void) pg_ok(f->pg, failed, PGRES_TUPLES_OK, "eo_relay_fetch");
+		relay_call_failed(f, failed, "eo_relay_fetch");
+	}
+	for (int i = 0; i < 4; i++)
+		PQclear(res[i]);
+	if (committed)
+	{
+		page_read(p);
+		return true;
+	}
+	flush_pending(f);
+	return !acked && f->stop_code < 0 && !pg_conn_lost(f->pg) ? fetch_plain(f, p, params) : false;
+}
+
+static bool
+fetch(Forwarder *f, Page *p)
+{
+	char		max[16];
+	char		lease[16];
+	char		slots[16];
+	const char *params[5] = {f->cfg->outbox, f->cfg->group, max, lease, slots};
+
+	snprintf(max, sizeof(max), "%d", f->cfg->max_events);
+	snprintf(lease, sizeof(lease), "%d", f->cfg->lease_secs);
+	snprintf(slots, sizeof(slots), "%d", f->cfg->slots);
+	memset(p, 0, sizeof(*p));
+	if (f->pending.n > 0)
+		return fetch_acking(f, p, params);
+	return fetch_plain(f, p, params);
 }
 
 static void
@@ -492,37 +625,60 @@ settle_part(Forwarder *f, Page *p, int from, int to)
 	return ack(f, p->ev[from].token, stored > 0 ? p->ev[from + stored - 1].seq : 0) ? stored : 0;
 }
 
-/*
- * Acknowledge every slot part of the page that was stored whole in one
- * statement (one transaction, one commit); false if that failed (a
- * token gone stale, say), and then nothing of it was acknowledged.
- */
-static bool
-ack_whole_parts(Forwarder *f, Page *p, int *delivered)
+/* Every slot part of the page that was stored whole, into *a; how many. */
+static int
+whole_parts(Page *p, Acks *a)
 {
-	char	   *tokens = malloc((size_t) p->n * 24 + 3);
-	size_t		len = 0;
-	int			events = 0;
-	const char *params[3] = {f->cfg->outbox, f->cfg->group, tokens};
-	PGresult   *res;
-	bool		ok;
-
-	tokens[len++] = '{';
+	memset(a, 0, sizeof(*a));
+	a->token = malloc(sizeof(long long) * (size_t) (p->n > 0 ? p->n : 1));
+	a->events = malloc(sizeof(int) * (size_t) (p->n > 0 ? p->n : 1));
 	for (int from = 0, to; from < p->n; from = to)
 	{
 		for (to = from + 1; to < p->n && p->ev[to].token == p->ev[from].token; to++)
 			;
 		if (stored_prefix(p, from, to) < to - from)
 			continue;
-		len += (size_t) sprintf(tokens + len, "%s%lld", events > 0 ? "," : "", p->ev[from].token);
-		events += to - from;
+		a->token[a->n] = p->ev[from].token;
+		a->events[a->n++] = to - from;
+		a->total += to - from;
 	}
-	strcpy(tokens + len, "}");
-	if (events == 0)
-	{
-		free(tokens);
-		return true;
-	}
+	return a->n;
+}
+
+static void
+acks_free(Acks *a)
+{
+	free(a->token);
+	free(a->events);
+	memset(a, 0, sizeof(*a));
+}
+
+/* The tokens as an int8[] literal, malloc'd. */
+static char *
+acks_text(const Acks *a)
+{
+	char	   *text = malloc((size_t) a->n * 24 + 3);
+	size_t		len = 0;
+
+	text[len++] = '{';
+	for (int i = 0; i < a->n; i++)
+		len += (size_t) sprintf(text + len, "%s%lld", i > 0 ? "," : "", a->token[i]);
+	strcpy(text + len, "}");
+	return text;
+}
+
+/*
+ * Acknowledge the parts of `tokens` whole in one statement (one
+ * transaction, one commit); false if that failed (a token gone stale,
+ * say), and then nothing of it was acknowledged.
+ */
+static bool
+ack_tokens(Forwarder *f, const char *tokens)
+{
+	const char *params[3] = {f->cfg->outbox, f->cfg->group, tokens};
+	PGresult   *res;
+	bool		ok;
+
 	res = pg_exec_statement(f->pg, f->ack_pages ? &ack_pages_stmt : &ack_all_stmt, params);
 	if (f->ack_pages && sqlstate_is(res, "42883"))
 	{
@@ -532,16 +688,24 @@ ack_whole_parts(Forwarder *f, Page *p, int *delivered)
 		res = pg_exec_statement(f->pg, &ack_all_stmt, params);
 	}
 	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
-	if (!ok && !sqlstate_is(res, "55006"))
+	if (!ok && !sqlstate_is(res, "55006"))	/* a lease ended: said part by part */
 	{
 		(void) pg_ok(f->pg, res, PGRES_TUPLES_OK, "eo_relay_ack_pages");
 		relay_call_failed(f, res, "eo_relay_ack_pages");
 	}
 	PQclear(res);
-	free(tokens);
-	if (ok)
-		*delivered += events;
 	return ok;
+}
+
+/*
+ * Whether a page stored whole may wait for the next fetch to be
+ * acknowledged: not with --once (there is none), nor on an eo without
+ * eo_relay_ack_pages (0.3.0).
+ */
+static bool
+may_ack_with_fetch(Forwarder *f)
+{
+	return !f->cfg->once && f->ack_pages && f->group_wait && f->stop_code < 0;
 }
 
 /*
@@ -553,7 +717,8 @@ settle(Forwarder *f, Page *p)
 {
 	int			delivered = 0;
 	bool		all = true;
-	bool		wholes_acked;
+	bool		wholes_acked = true;
+	Acks		wholes;
 
 	for (int i = 0; i < p->n; i++)
 	{
@@ -563,7 +728,20 @@ settle(Forwarder *f, Page *p)
 	}
 	if (all)
 		crash_point("after-puback");
-	wholes_acked = ack_whole_parts(f, p, &delivered);
+	if (whole_parts(p, &wholes) > 0 && all && f->pending.n == 0 && may_ack_with_fetch(f))
+		f->pending = wholes;	/* with the next fetch (fetch_acking) */
+	else
+	{
+		if (wholes.n > 0)
+		{
+			char	   *tokens = acks_text(&wholes);
+
+			wholes_acked = ack_tokens(f, tokens);
+			delivered += wholes_acked ? wholes.total : 0;
+			free(tokens);
+		}
+		acks_free(&wholes);
+	}
 	if (f->stop_code >= 0)
 		return false;
 	for (int from = 0, to; from < p->n; from = to)
@@ -668,7 +846,9 @@ nats_reset(Forwarder *f)
 /*
  * Wait for new events (eo_relay_wait), at most a few seconds, or until a
  * lease of the group can be taken over; then --linger-ms more, so that
- * the next page holds more than one commit's events.
+ * the next page holds more than one commit's events.  With a page waiting
+ * for the next fetch to be acknowledged, at most 0.2 s: when events stop
+ * coming, the last page is acknowledged soon after, by an empty fetch.
  */
 static void
 wait_for_events(Forwarder *f)
@@ -681,7 +861,8 @@ wait_for_events(Forwarder *f)
 	/* a stop cancels the wait: it would sleep up to 5 s */
 	if (!stop_cancels(f->pg))
 		return;
-	res = pg_exec_statement(f->pg, f->group_wait ? &wait_stmt : &wait_plain_stmt, params);
+	res = pg_exec_statement(f->pg, !f->group_wait ? &wait_plain_stmt
+							: f->pending.n > 0 ? &wait_acking_stmt : &wait_stmt, params);
 	(void) stop_cancels(NULL);
 	if (f->group_wait && sqlstate_is(res, "42883"))
 	{
@@ -732,6 +913,8 @@ forward_main(const Config *cfg)
 		Page		p;
 		int			rc;
 
+		if (f.pending.n > 0 && (f.pg == NULL || pg_conn_lost(f.pg)))
+			acks_free(&f.pending);	/* its leases ended with the session */
 		if ((f.pg = pg_ensure(f.pg, cfg, &rc)) == NULL)
 		{
 			f.stop_code = rc;
@@ -783,6 +966,9 @@ forward_main(const Config *cfg)
 			sleep_ms(backoff_ms(failures++, 30000));
 		page_free(&p);
 	}
+	if (f.pending.n > 0 && f.pg != NULL && !pg_conn_lost(f.pg))
+		flush_pending(&f);
+	acks_free(&f.pending);
 	log_msg("info", "stopping: %lld events delivered in %lld pages%s", f.events, f.pages,
 			f.not_delivered > 0 ? "; some were not (see above): they come back" : "");
 	PQfinish(f.pg);
