@@ -301,6 +301,7 @@ fetch_plain(Forwarder *f, Page *p, const char *const *params)
 	return true;
 }
 
+static void wait_for_events(Forwarder *f);
 static void acks_free(Acks *a);
 static char *acks_text(const Acks *a);
 static bool ack(Forwarder *f, long long token, long long upto);
@@ -327,76 +328,123 @@ flush_pending(Forwarder *f)
 	acks_free(&f->pending);
 }
 
+/* The linger of the next wait, as an interval's text. */
+static void
+linger_text(Forwarder *f, char *buf, size_t size)
+{
+	snprintf(buf, size, "%d ms", linger_ms(&f->linger));
+}
+
 /*
- * The last page's acknowledgement and the fetch of the next in one
- * transaction, sent in one round trip: BEGIN, eo_relay_ack_pages, the
- * fetch, COMMIT.  A page a second costs the database one commit, with its
- * WAL flush, instead of two, and one round trip fewer (docs/performance.md).
- * The acknowledgement's writes are the fetch's to see (read committed, a
+ * The step that failed first in a pipeline of BEGIN, steps, COMMIT (n in
+ * all), or -1 if the COMMIT committed.
+ */
+static int
+first_failed(PGresult **res, int n)
+{
+	for (int i = 0; i < n - 1; i++)
+		if (PQresultStatus(res[i]) != (i == 0 ? PGRES_COMMAND_OK : PGRES_TUPLES_OK))
+			return i;
+	if (PQresultStatus(res[n - 1]) != PGRES_COMMAND_OK || strcmp(PQcmdStatus(res[n - 1]), "COMMIT") != 0)
+		return n - 1;
+	return -1;
+}
+
+/*
+ * The wait for new events (if `wait`: see wait_for_events), the last
+ * page's acknowledgement (if one is pending) and the fetch of the next,
+ * in one transaction sent in one round trip: BEGIN, eo_relay_wait,
+ * eo_relay_ack_pages, the fetch, COMMIT.  A page costs the database one
+ * transaction and one commit, with its WAL flush, where it cost three
+ * transactions, two of them with a commit's flush, and three round trips
+ * (docs/performance.md).  The wait comes first, before anything is locked
+ * or written: its transaction holds nothing while it sleeps.  The
+ * acknowledgement's writes are the fetch's to see (read committed, a
  * statement after them); a fetch in a transaction that wrote slot rows
  * before it is one eo_relay_fetch serves like any other.  The answers fit
- * the pipeline (pgpipe.c): only the fetch's is large, and nothing is sent
- * after it but COMMIT.  If anything fails, nothing of it is kept: the
+ * the pipeline (pgpipe.c): only the fetch's is large, and only COMMIT
+ * follows it.  If anything fails, nothing of it is kept: the
  * acknowledgement is made again on its own, and the fetch again unless
- * it was the fetch that failed.
+ * it was the fetch that failed or a stop cancelled the wait.
  */
 static bool
-fetch_acking(Forwarder *f, Page *p, const char *const *params)
+fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 {
+	char		linger[32];
 	char	   *tokens = acks_text(&f->pending);
+	const char *wait_params[3] = {f->cfg->outbox, f->cfg->group, linger};
 	const char *ack_params[3] = {f->cfg->outbox, f->cfg->group, tokens};
-	PgStep		steps[4] = {
-		{NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL},
-		{&ack_pages_stmt, NULL, ack_params},
-		{fetch_statement(), NULL, params},
-		{NULL, "COMMIT", NULL},
-	};
-	PGresult   *res[4];
+	PgStep		steps[5];
+	PGresult   *res[5];
+	int			n = 0;
+	int			fetch_at;
+	int			failed;
 	bool		ok;
-	bool		acked;
-	bool		committed;
 
-	ok = pg_pipeline(f->pg, steps, 4, res);
+	linger_text(f, linger, sizeof(linger));
+	steps[n++] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
+	if (wait)
+		steps[n++] = (PgStep) {f->pending.n > 0 ? &wait_acking_stmt : &wait_stmt, NULL, wait_params};
+	if (f->pending.n > 0)
+		steps[n++] = (PgStep) {&ack_pages_stmt, NULL, ack_params};
+	fetch_at = n;
+	steps[n++] = (PgStep) {fetch_statement(), NULL, params};
+	steps[n++] = (PgStep) {NULL, "COMMIT", NULL};
+	/* a stop cancels the wait: it would sleep up to 5 s */
+	ok = (!wait || stop_cancels(f->pg)) && pg_pipeline(f->pg, steps, n, res);
+	if (wait)
+		(void) stop_cancels(NULL);
 	free(tokens);
 	if (!ok)
 	{
-		/* the connection is gone, and with it the leases: the page comes back */
-		acks_free(&f->pending);
+		/* a stop before it, or the connection is gone, and with it the leases */
+		if (f->pg != NULL && pg_conn_lost(f->pg))
+			acks_free(&f->pending);
 		return false;
 	}
-	acked = PQresultStatus(res[1]) == PGRES_TUPLES_OK;
-	committed = acked && PQresultStatus(res[2]) == PGRES_TUPLES_OK &&
-		PQresultStatus(res[3]) == PGRES_COMMAND_OK &&
-		strcmp(PQcmdStatus(res[3]), "COMMIT") == 0;
-	if (committed)
+	failed = first_failed(res, n);
+	if (failed < 0)
 	{
 		f->events += f->pending.total;
 		acks_free(&f->pending);
-		p->res = res[2];
-		res[2] = NULL;
+		p->res = res[fetch_at];
+		res[fetch_at] = NULL;
 	}
-	else if (PQtransactionStatus(f->pg) != PQTRANS_IDLE)
-		PQclear(PQexec(f->pg, "ROLLBACK"));
-	if (!committed && acked)
+	else
 	{
-		PGresult   *failed = PQresultStatus(res[2]) == PGRES_TUPLES_OK ? res[3] : res[2];
+		if (PQtransactionStatus(f->pg) != PQTRANS_IDLE)
+			PQclear(PQexec(f->pg, "ROLLBACK"));
+		/* an acknowledgement that failed says why when made again, below */
+		if (steps[failed].st != &ack_pages_stmt && !stop_requested)
+		{
+			const char *what = wait && failed == 1 ? "eo_relay_wait" : "eo_relay_fetch";
 
-		(void) pg_ok(f->pg, failed, PGRES_TUPLES_OK, "eo_relay_fetch");
-		relay_call_failed(f, failed, "eo_relay_fetch");
+			(void) pg_ok(f->pg, res[failed], PGRES_TUPLES_OK, what);
+			relay_call_failed(f, res[failed], what);
+		}
 	}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < n; i++)
 		PQclear(res[i]);
-	if (committed)
+	if (failed < 0)
 	{
 		page_read(p);
 		return true;
 	}
 	flush_pending(f);
-	return !acked && f->stop_code < 0 && !pg_conn_lost(f->pg) ? fetch_plain(f, p, params) : false;
+	/* the acknowledgement failed and the fetch did not run: it runs now */
+	if (failed < fetch_at && steps[failed].st == &ack_pages_stmt && f->stop_code < 0 &&
+		!stop_requested && !pg_conn_lost(f->pg))
+		return fetch_plain(f, p, params);
+	return false;
 }
 
+/*
+ * The next page, after waiting for new events if `wait`.  On an eo of
+ * 0.3.0 or later in one transaction with the wait and the last page's
+ * acknowledgement (fetch_in_one); before that, each on its own.
+ */
 static bool
-fetch(Forwarder *f, Page *p)
+fetch(Forwarder *f, Page *p, bool wait)
 {
 	char		max[16];
 	char		lease[16];
@@ -407,8 +455,14 @@ fetch(Forwarder *f, Page *p)
 	snprintf(lease, sizeof(lease), "%d", f->cfg->lease_secs);
 	snprintf(slots, sizeof(slots), "%d", f->cfg->slots);
 	memset(p, 0, sizeof(*p));
-	if (f->pending.n > 0)
-		return fetch_acking(f, p, params);
+	if (pg_eo_at_least(0, 3) && (wait || f->pending.n > 0))
+		return fetch_in_one(f, p, params, wait);
+	if (wait)
+	{
+		wait_for_events(f);
+		if (stop_requested || f->stop_code >= 0)
+			return false;
+	}
 	return fetch_plain(f, p, params);
 }
 
@@ -705,7 +759,7 @@ ack_tokens(Forwarder *f, const char *tokens)
 static bool
 may_ack_with_fetch(Forwarder *f)
 {
-	return !f->cfg->once && f->ack_pages && f->group_wait && f->stop_code < 0;
+	return !f->cfg->once && pg_eo_at_least(0, 3) && f->stop_code < 0;
 }
 
 /*
@@ -857,7 +911,7 @@ wait_for_events(Forwarder *f)
 	const char *params[3] = {f->cfg->outbox, f->cfg->group, linger};
 	PGresult   *res;
 
-	snprintf(linger, sizeof(linger), "%d ms", linger_ms(&f->linger));
+	linger_text(f, linger, sizeof(linger));
 	/* a stop cancels the wait: it would sleep up to 5 s */
 	if (!stop_cancels(f->pg))
 		return;
@@ -912,6 +966,7 @@ forward_main(const Config *cfg)
 	{
 		Page		p;
 		int			rc;
+		bool		wait;
 
 		if (f.pending.n > 0 && (f.pg == NULL || pg_conn_lost(f.pg)))
 			acks_free(&f.pending);	/* its leases ended with the session */
@@ -922,19 +977,15 @@ forward_main(const Config *cfg)
 		}
 		if (natsConnection_IsClosed(f.nc) && !nats_reset(&f))
 			break;
-		if (caught_up)
-		{
-			/*
-			 * The last page was delivered whole and was not full: wait
-			 * now, not after an empty fetch.  eo_relay_wait (0.3.0) comes
-			 * back at once unless that page's fetch handed out everything
-			 * committed before it and no commit rang since.
-			 */
-			caught_up = false;
-			wait_for_events(&f);
-			continue;
-		}
-		if (!fetch(&f, &p))
+		/*
+		 * After an empty page, or one delivered whole and not full: wait
+		 * before the fetch, not after an empty one.  eo_relay_wait (0.3.0)
+		 * comes back at once unless the last fetch handed out everything
+		 * committed before it and no commit rang since.
+		 */
+		wait = caught_up;
+		caught_up = false;
+		if (!fetch(&f, &p, wait))
 		{
 			if (cfg->once && failures >= 4)
 				break;
@@ -947,7 +998,7 @@ forward_main(const Config *cfg)
 			if (cfg->once)
 				break;
 			failures = 0;
-			wait_for_events(&f);
+			caught_up = true;
 			continue;
 		}
 		linger_saw(&f.linger, p.n);
