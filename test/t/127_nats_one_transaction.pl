@@ -1,0 +1,141 @@
+# Copyright: eo authors.  See README.
+#
+# eo_nats forward makes one transaction a page: the wait for new events,
+# the last page's acknowledgement and the next fetch, in one round trip
+# (src/nats/forward.c, fetch_in_one).  Checked here, against a real
+# nats-server:
+# - from the server's log: every acknowledgement of a page delivered whole
+#   is in a transaction with the fetch after it, none on its own while
+#   events come;
+# - every event JetStream stored is acknowledged to eo soon after events
+#   stop coming (the last page's acknowledgement goes with an empty fetch);
+# - a forwarder stopped (SIGTERM) while a page waits to be acknowledged
+#   acknowledges it before it exits: what eo counts as delivered is what
+#   the stream holds.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use lib 'test/perl';
+use EoNats;
+use EoTest;
+use Time::HiRes qw(time usleep);
+
+EoNats::require_nats();
+
+my $node = EoTest::eo_node('onetx',
+	conf => "eo.naptime = 1\nlog_statement = 'all'\nlog_line_prefix = '%a|%p| '",
+	eo_in => []);
+$node->safe_psql('postgres', 'CREATE DATABASE shop');
+$node->safe_psql('shop', q{
+CREATE EXTENSION eo;
+SELECT eo_outbox_create('orders', slots => 4) IS NOT NULL;
+SELECT eo_group_create('orders', 'nats');
+-- n events, each committed alone, `pause` seconds apart
+CREATE PROCEDURE emit_paced(n int, pause float8) LANGUAGE plpgsql AS $p$
+BEGIN
+  FOR i IN 1 .. n LOOP
+    PERFORM eo_emit('orders', 'order', 'agg-' || (i % 7), 'placed', jsonb_build_object('i', i));
+    COMMIT;
+    PERFORM pg_sleep(pause);
+  END LOOP;
+END $p$;
+});
+
+my $nats = EoNats->new;
+my @nats = @{ $nats->nats };
+my ($rc) = $nats->run('admin.log', 'stream-add', @nats, '--stream', 'ORDERS', '--subjects', 'orders.>');
+is($rc, 0, 'stream ORDERS made');
+
+sub forwarder
+{
+	my ($log, $app, @options) = @_;
+	my $pid = $nats->spawn($log, {}, @nats, '--pg', $node->connstr('shop') . " application_name=$app",
+		'forward', '--outbox', 'orders', '--group', 'nats', '--stream', 'ORDERS', @options);
+	$nats->wait_log($log, qr/forwarding consumer group/, 20) or die "no forwarder ($log)";
+	return $pid;
+}
+
+sub backlog
+{
+	return $node->safe_psql('shop', q{SELECT sum(backlog) FROM eo_relay_status('orders', 'nats')});
+}
+
+sub stored { return scalar @{ $nats->dump('ORDERS') }; }
+
+# ---- one transaction a page, and the last page acknowledged soon -------------
+
+my $pid = forwarder('paced.log', 'fwd_paced');
+$node->safe_psql('shop', 'CALL emit_paced(200, 0.005)');
+my $until = time + 10;
+usleep(50_000) while time < $until && backlog() ne '0';
+is(backlog(), '0', 'events stopped: every one acknowledged to eo soon after, with the forwarder running');
+is(stored(), 200, '... and each of the 200 stored once in JetStream');
+
+# The forwarder's statements, in the order its session ran them.
+my @kinds;
+for my $line (split /\n/, slurp_file($node->logfile))
+{
+	next unless $line =~ /^fwd_paced\|\d+\| LOG:  (?:statement|execute [^:]+): (.*)$/;
+	my $sql = $1;
+	push @kinds,
+	    $sql =~ /^BEGIN/               ? 'begin'
+	  : $sql =~ /^COMMIT/              ? 'commit'
+	  : $sql =~ /eo_relay_wait\(/      ? 'wait'
+	  : $sql =~ /eo_relay_ack_pages\(/ ? 'ack'
+	  : $sql =~ /eo_relay_fetch\(/     ? 'fetch'
+	  :                                  'other';
+}
+my ($in_tx, $whole, $alone) = (0, 0, 0);
+my @tx;
+for my $k (@kinds)
+{
+	if ($k eq 'begin') { $in_tx = 1; @tx = (); next; }
+	if ($k eq 'commit')
+	{
+		$whole++ if join(',', @tx) eq 'wait,ack,fetch';
+		$in_tx = 0;
+		next;
+	}
+	$alone++ if $k eq 'ack' && !$in_tx;
+	push @tx, $k if $in_tx;
+}
+note("forwarder statements: " . scalar(@kinds) . "; transactions of wait, ack, fetch: $whole");
+cmp_ok($whole, '>=', 10, 'pages acknowledged in one transaction with the wait and the next fetch');
+is($alone, 0, '... and no acknowledgement on its own while events came');
+
+# ---- a stop while a page waits for its acknowledgement -----------------------
+
+# A long linger: after each page the forwarder waits 2 s past the bell with
+# its acknowledgement pending, so the stop comes (most likely) in that wait
+# and cancels it; a page just delivered is held the same way.
+EoNats::stop_all($pid);
+$pid = forwarder('stop.log', 'fwd_stop', '--linger-ms', '2000');
+my $emitter = IPC::Run::start([ 'psql', '-X', '-q', '-d', $node->connstr('shop'),
+	'-c', 'CALL emit_paced(600, 0.01)' ]);
+sleep 3;    # the emitter goes on for about 3 s more after the stop
+EoNats::stop_all($pid);
+$emitter->finish;
+my ($delivered) = $nats->log('stop.log') =~ /stopping: (\d+) events delivered/;
+my $acked = 800 - backlog();
+my $in_stream = stored();
+note("stopped: delivered $delivered, acknowledged $acked, in the stream $in_stream");
+cmp_ok($delivered, '>', 0, 'the stopped forwarder delivered events');
+cmp_ok($delivered, '<', 600, '... and was stopped while events came');
+is($acked, $in_stream, 'stopped: every event the stream holds is acknowledged to eo');
+is($acked - 200, $delivered, '... and counted as delivered');
+
+# What the stop left is delivered by the next forwarder, once.
+$pid = forwarder('after.log', 'fwd_after');
+$until = time + 20;
+usleep(100_000) while time < $until && backlog() ne '0';
+EoNats::stop_all($pid);
+is(stored(), 800, 'after a restart: all 800 events in the stream, once each');
+
+$nats->stop;
+$node->stop;
+done_testing();
