@@ -182,6 +182,7 @@ typedef struct Linger
 extern void linger_init(Linger *l, int fixed_ms);
 extern void linger_saw(Linger *l, int events);
 extern int	linger_ms(const Linger *l);
+extern bool linger_expects_within(const Linger *l, int ms);
 
 /*
  * A statement eo_nats sends, with its parameters' types.  In `sql`,

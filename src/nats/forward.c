@@ -96,9 +96,15 @@ static PgStatement ack_all_stmt = {"SELECT pg_catalog.sum(@eo.eo_relay_ack($1, $
 " FROM pg_catalog.unnest($3) t", 3, ack_pages_types};
 static PgStatement wait_stmt = {"SELECT @eo.eo_relay_wait($1, '5 s'::pg_catalog.interval,"
 " $2, $3)", 3, wait_types};
-/* while a page waits to be acknowledged with the next fetch: not for long */
-static PgStatement wait_acking_stmt = {"SELECT @eo.eo_relay_wait($1, '0.2 s'::pg_catalog.interval,"
-" $2, $3)", 3, wait_types};
+/*
+ * While a page waits to be acknowledged with the next fetch: no longer than
+ * the linger and ACK_WAIT_MS more ($4), so that the acknowledgement comes
+ * soon after events stop coming.
+ */
+static const Oid wait_acking_types[4] = {25, 25, 1186, 1186};
+static PgStatement wait_acking_stmt = {"SELECT @eo.eo_relay_wait($1, $4, $2, $3)", 4,
+wait_acking_types};
+#define ACK_WAIT_MS 200
 static PgStatement wait_plain_stmt = {"SELECT @eo.eo_relay_wait($1,"
 " '5 s'::pg_catalog.interval)", 1, wait_types};
 
@@ -314,14 +320,16 @@ static void
 flush_pending(Forwarder *f)
 {
 	char	   *tokens;
+	int			stop_code;
 
 	if (f->pending.n == 0)
 		return;
 	tokens = acks_text(&f->pending);
+	stop_code = f->stop_code;	/* a stop another call asked for: acknowledge still */
 	if (ack_tokens(f, tokens))
 		f->events += f->pending.total;
 	else
-		for (int i = 0; i < f->pending.n && f->stop_code < 0; i++)
+		for (int i = 0; i < f->pending.n && f->stop_code == stop_code && !pg_conn_lost(f->pg); i++)
 			if (ack(f, f->pending.token[i], -1))
 				f->events += f->pending.events[i];
 	free(tokens);
@@ -371,8 +379,9 @@ static bool
 fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 {
 	char		linger[32];
+	char		timeout[32];
 	char	   *tokens = acks_text(&f->pending);
-	const char *wait_params[3] = {f->cfg->outbox, f->cfg->group, linger};
+	const char *wait_params[4] = {f->cfg->outbox, f->cfg->group, linger, timeout};
 	const char *ack_params[3] = {f->cfg->outbox, f->cfg->group, tokens};
 	PgStep		steps[5];
 	PGresult   *res[5];
@@ -382,6 +391,7 @@ fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 	bool		ok;
 
 	linger_text(f, linger, sizeof(linger));
+	snprintf(timeout, sizeof(timeout), "%d ms", linger_ms(&f->linger) + ACK_WAIT_MS);
 	steps[n++] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
 	if (wait)
 		steps[n++] = (PgStep) {f->pending.n > 0 ? &wait_acking_stmt : &wait_stmt, NULL, wait_params};
@@ -752,14 +762,20 @@ ack_tokens(Forwarder *f, const char *tokens)
 }
 
 /*
- * Whether a page stored whole may wait for the next fetch to be
+ * Whether page p, stored whole, may wait for the next fetch to be
  * acknowledged: not with --once (there is none), nor on an eo without
- * eo_relay_ack_pages (0.3.0).
+ * eo_relay_ack_pages (0.3.0); and only when the next fetch comes soon: at
+ * once (p was full), or after a wait likely to end in a ring.  At a
+ * trickle the wait would end in its timeout, and the acknowledgement
+ * would cost an empty fetch more than on its own.
  */
 static bool
-may_ack_with_fetch(Forwarder *f)
+may_ack_with_fetch(Forwarder *f, const Page *p)
 {
-	return !f->cfg->once && pg_eo_at_least(0, 3) && f->stop_code < 0;
+	if (f->cfg->once || !pg_eo_at_least(0, 3) || f->stop_code >= 0)
+		return false;
+	return p->n >= f->cfg->max_events ||
+		linger_expects_within(&f->linger, linger_ms(&f->linger) + ACK_WAIT_MS);
 }
 
 /*
@@ -782,7 +798,7 @@ settle(Forwarder *f, Page *p)
 	}
 	if (all)
 		crash_point("after-puback");
-	if (whole_parts(p, &wholes) > 0 && all && f->pending.n == 0 && may_ack_with_fetch(f))
+	if (whole_parts(p, &wholes) > 0 && all && f->pending.n == 0 && may_ack_with_fetch(f, p))
 		f->pending = wholes;	/* with the next fetch (fetch_acking) */
 	else
 	{
@@ -900,9 +916,8 @@ nats_reset(Forwarder *f)
 /*
  * Wait for new events (eo_relay_wait), at most a few seconds, or until a
  * lease of the group can be taken over; then --linger-ms more, so that
- * the next page holds more than one commit's events.  With a page waiting
- * for the next fetch to be acknowledged, at most 0.2 s: when events stop
- * coming, the last page is acknowledged soon after, by an empty fetch.
+ * the next page holds more than one commit's events.  On its own: with an
+ * eo older than 0.3.0 (see fetch_in_one).
  */
 static void
 wait_for_events(Forwarder *f)
@@ -915,8 +930,7 @@ wait_for_events(Forwarder *f)
 	/* a stop cancels the wait: it would sleep up to 5 s */
 	if (!stop_cancels(f->pg))
 		return;
-	res = pg_exec_statement(f->pg, !f->group_wait ? &wait_plain_stmt
-							: f->pending.n > 0 ? &wait_acking_stmt : &wait_stmt, params);
+	res = pg_exec_statement(f->pg, f->group_wait ? &wait_stmt : &wait_plain_stmt, params);
 	(void) stop_cancels(NULL);
 	if (f->group_wait && sqlstate_is(res, "42883"))
 	{
@@ -975,8 +989,12 @@ forward_main(const Config *cfg)
 			f.stop_code = rc;
 			break;
 		}
-		if (natsConnection_IsClosed(f.nc) && !nats_reset(&f))
-			break;
+		if (natsConnection_IsClosed(f.nc))
+		{
+			flush_pending(&f);	/* what was stored, before a reconnect that may take long */
+			if (!nats_reset(&f))
+				break;
+		}
 		/*
 		 * After an empty page, or one delivered whole and not full: wait
 		 * before the fetch, not after an empty one.  eo_relay_wait (0.3.0)

@@ -80,3 +80,15 @@ linger_ms(const Linger *l)
 		return 0;				/* less than one more event: only latency */
 	return (int) (ms + 0.5);
 }
+
+/*
+ * Do events come, at the rate seen, more often than every `ms`?  Then a
+ * wait of that long after a page is likely to end in a ring, not in its
+ * timeout (forward.c: whether a page waits for the next fetch to be
+ * acknowledged).
+ */
+bool
+linger_expects_within(const Linger *l, int ms)
+{
+	return l->rate * ms / 1000.0 >= 1.0;
+}

@@ -4,9 +4,10 @@
 # the last page's acknowledgement and the next fetch, in one round trip
 # (src/nats/forward.c, fetch_in_one).  Checked here, against a real
 # nats-server:
-# - from the server's log: every acknowledgement of a page delivered whole
-#   is in a transaction with the fetch after it, none on its own while
-#   events come;
+# - from the server's log: at about 200 events a second, every
+#   acknowledgement of a page delivered whole is in a transaction with the
+#   wait and the fetch after it, none on its own once the forwarder has
+#   seen the rate; at a trickle, each on its own, at once;
 # - every event JetStream stored is acknowledged to eo soon after events
 #   stop coming (the last page's acknowledgement goes with an empty fetch);
 # - a forwarder stopped (SIGTERM) while a page waits to be acknowledged
@@ -76,65 +77,85 @@ usleep(50_000) while time < $until && backlog() ne '0';
 is(backlog(), '0', 'events stopped: every one acknowledged to eo soon after, with the forwarder running');
 is(stored(), 200, '... and each of the 200 stored once in JetStream');
 
-# The forwarder's statements, in the order its session ran them.
-my @kinds;
-for my $line (split /\n/, slurp_file($node->logfile))
+# Of the forwarder named `app`, from the server's log: its transactions
+# of a wait, an acknowledgement and a fetch, and its acknowledgements on
+# their own (outside a transaction block).
+sub transactions
 {
-	next unless $line =~ /^fwd_paced\|\d+\| LOG:  (?:statement|execute [^:]+): (.*)$/;
-	my $sql = $1;
-	push @kinds,
-	    $sql =~ /^BEGIN/               ? 'begin'
-	  : $sql =~ /^COMMIT/              ? 'commit'
-	  : $sql =~ /eo_relay_wait\(/      ? 'wait'
-	  : $sql =~ /eo_relay_ack_pages\(/ ? 'ack'
-	  : $sql =~ /eo_relay_fetch\(/     ? 'fetch'
-	  :                                  'other';
-}
-my ($in_tx, $whole, $alone) = (0, 0, 0);
-my @tx;
-for my $k (@kinds)
-{
-	if ($k eq 'begin') { $in_tx = 1; @tx = (); next; }
-	if ($k eq 'commit')
+	my ($app) = @_;
+	my ($in_tx, $whole, $alone) = (0, 0, 0);
+	my @tx;
+	for my $line (split /\n/, slurp_file($node->logfile))
 	{
-		$whole++ if join(',', @tx) eq 'wait,ack,fetch';
-		$in_tx = 0;
-		next;
+		next unless $line =~ /^\Q$app\E\|\d+\| LOG:  (?:statement|execute [^:]+): (.*)$/;
+		my $sql = $1;
+		my $k =
+		    $sql =~ /^BEGIN/               ? 'begin'
+		  : $sql =~ /^COMMIT/              ? 'commit'
+		  : $sql =~ /eo_relay_wait\(/      ? 'wait'
+		  : $sql =~ /eo_relay_ack_pages\(/ ? 'ack'
+		  : $sql =~ /eo_relay_fetch\(/     ? 'fetch'
+		  :                                  'other';
+		if ($k eq 'begin') { $in_tx = 1; @tx = (); next; }
+		if ($k eq 'commit')
+		{
+			$whole++ if join(',', @tx) eq 'wait,ack,fetch';
+			$in_tx = 0;
+			next;
+		}
+		$alone++ if $k eq 'ack' && !$in_tx;
+		push @tx, $k if $in_tx;
 	}
-	$alone++ if $k eq 'ack' && !$in_tx;
-	push @tx, $k if $in_tx;
+	return ($whole, $alone);
 }
-note("forwarder statements: " . scalar(@kinds) . "; transactions of wait, ack, fetch: $whole");
+
+my ($whole, $alone) = transactions('fwd_paced');
+note("at about 200 events/s: transactions of wait, ack, fetch: $whole; acknowledgements alone: $alone");
 cmp_ok($whole, '>=', 10, 'pages acknowledged in one transaction with the wait and the next fetch');
-is($alone, 0, '... and no acknowledgement on its own while events came');
+cmp_ok($alone, '<=', 2, '... and none on its own but before the forwarder saw the rate (the first pages)');
+EoNats::stop_all($pid);
+
+# A trickle, 2 events a second: a wait after a page ends in its timeout, not
+# in a ring, so each page is acknowledged at once, on its own (an empty
+# fetch would cost more).
+$pid = forwarder('trickle.log', 'fwd_trickle');
+$node->safe_psql('shop', 'CALL emit_paced(8, 0.5)');
+$until = time + 10;
+usleep(50_000) while time < $until && backlog() ne '0';
+EoNats::stop_all($pid);
+($whole, $alone) = transactions('fwd_trickle');
+note("at 2 events/s: transactions of wait, ack, fetch: $whole; acknowledgements alone: $alone");
+cmp_ok($alone, '>=', 6, 'a trickle: pages acknowledged at once, on their own');
+cmp_ok($whole, '<=', 1, '... not with a fetch after the wait (but when it sees the rate)');
+is(stored(), 208, '... the 8 events stored once');
 
 # ---- a stop while a page waits for its acknowledgement -----------------------
 
 # A long linger: after each page the forwarder waits 2 s past the bell with
 # its acknowledgement pending, so the stop comes (most likely) in that wait
 # and cancels it; a page just delivered is held the same way.
-EoNats::stop_all($pid);
 $pid = forwarder('stop.log', 'fwd_stop', '--linger-ms', '2000');
 my $emitter = IPC::Run::start([ 'psql', '-X', '-q', '-d', $node->connstr('shop'),
-	'-c', 'CALL emit_paced(600, 0.01)' ]);
-sleep 3;    # the emitter goes on for about 3 s more after the stop
+	'-c', 'CALL emit_paced(1000, 0.01)' ]);
+sleep 6;    # pages at about 0, 2 and 4 s (the first acknowledged alone: no rate seen yet)
 EoNats::stop_all($pid);
 $emitter->finish;
 my ($delivered) = $nats->log('stop.log') =~ /stopping: (\d+) events delivered/;
-my $acked = 800 - backlog();
+my $acked = 1208 - backlog();
 my $in_stream = stored();
 note("stopped: delivered $delivered, acknowledged $acked, in the stream $in_stream");
-cmp_ok($delivered, '>', 0, 'the stopped forwarder delivered events');
-cmp_ok($delivered, '<', 600, '... and was stopped while events came');
+my ($pages) = $nats->log('stop.log') =~ /stopping: \d+ events delivered in (\d+) pages/;
+cmp_ok($pages, '>=', 2, 'the stopped forwarder delivered pages (the second on, acknowledged with a fetch)');
+cmp_ok($delivered, '<', 1000, '... and was stopped while events came');
 is($acked, $in_stream, 'stopped: every event the stream holds is acknowledged to eo');
-is($acked - 200, $delivered, '... and counted as delivered');
+is($acked - 208, $delivered, '... and counted as delivered');
 
 # What the stop left is delivered by the next forwarder, once.
 $pid = forwarder('after.log', 'fwd_after');
 $until = time + 20;
 usleep(100_000) while time < $until && backlog() ne '0';
 EoNats::stop_all($pid);
-is(stored(), 800, 'after a restart: all 800 events in the stream, once each');
+is(stored(), 1208, 'after a restart: all 1208 events in the stream, once each');
 
 $nats->stop;
 $node->stop;
