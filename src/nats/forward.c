@@ -343,37 +343,37 @@ linger_text(Forwarder *f, char *buf, size_t size)
 	snprintf(buf, size, "%d ms", linger_ms(&f->linger));
 }
 
-/*
- * The step that failed first in a pipeline of BEGIN, steps, COMMIT (n in
- * all), or -1 if the COMMIT committed.
- */
+/* The first of the n steps of a pipeline that did not answer rows, or -1. */
 static int
 first_failed(PGresult **res, int n)
 {
-	for (int i = 0; i < n - 1; i++)
-		if (PQresultStatus(res[i]) != (i == 0 ? PGRES_COMMAND_OK : PGRES_TUPLES_OK))
+	for (int i = 0; i < n; i++)
+		if (PQresultStatus(res[i]) != PGRES_TUPLES_OK)
 			return i;
-	if (PQresultStatus(res[n - 1]) != PGRES_COMMAND_OK || strcmp(PQcmdStatus(res[n - 1]), "COMMIT") != 0)
-		return n - 1;
 	return -1;
 }
 
 /*
  * The wait for new events (if `wait`: see wait_for_events), the last
  * page's acknowledgement (if one is pending) and the fetch of the next,
- * in one transaction sent in one round trip: BEGIN, eo_relay_wait,
- * eo_relay_ack_pages, the fetch, COMMIT.  A page costs the database one
- * transaction and one commit, with its WAL flush, where it cost three
+ * in one transaction sent in one round trip: eo_relay_wait,
+ * eo_relay_ack_pages, the fetch, then Sync, which commits them (the
+ * statements of a pipeline before its Sync are one transaction; the
+ * session is read committed, set at connect).  A page costs the database
+ * one transaction and one commit, with its WAL flush, where it cost three
  * transactions, two of them with a commit's flush, and three round trips
- * (docs/performance.md).  The wait comes first, before anything is locked
- * or written: its transaction holds nothing while it sleeps.  The
- * acknowledgement's writes are the fetch's to see (read committed, a
- * statement after them); a fetch in a transaction that wrote slot rows
- * before it is one eo_relay_fetch serves like any other.  The answers fit
- * the pipeline (pgpipe.c): only the fetch's is large, and only COMMIT
- * follows it.  If anything fails, nothing of it is kept: the
- * acknowledgement is made again on its own, and the fetch again unless
- * it was the fetch that failed or a stop cancelled the wait.
+ * (docs/performance.md); no BEGIN and COMMIT of its own, which cost two
+ * statements more a page.  The wait comes first, before anything is
+ * locked or written: its transaction holds nothing while it sleeps.  The
+ * acknowledgement's writes are the fetch's to see (a statement after
+ * them); a fetch in a transaction that wrote slot rows before it is one
+ * eo_relay_fetch serves like any other.  The answers fit the pipeline
+ * (pgpipe.c): only the fetch's is large, and it is the last.  If anything
+ * fails, nothing of it holds (the Sync rolls the transaction back): the
+ * acknowledgement is made again on its own, and the fetch again unless it
+ * was the fetch that failed or a stop cancelled the wait.  A commit that
+ * fails at the Sync fails the pipeline: the acknowledgement stays pending,
+ * for the next fetch, unless the session is lost (and its leases with it).
  */
 static bool
 fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
@@ -383,23 +383,27 @@ fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 	char	   *tokens = acks_text(&f->pending);
 	const char *wait_params[4] = {f->cfg->outbox, f->cfg->group, linger, timeout};
 	const char *ack_params[3] = {f->cfg->outbox, f->cfg->group, tokens};
-	PgStep		steps[5];
-	PGresult   *res[5];
+	PgStep		steps[3];
+	PGresult   *res[3];
 	int			n = 0;
-	int			fetch_at;
+	int			wait_at = -1;
+	int			ack_at = -1;
 	int			failed;
 	bool		ok;
 
 	linger_text(f, linger, sizeof(linger));
 	snprintf(timeout, sizeof(timeout), "%d ms", linger_ms(&f->linger) + ACK_WAIT_MS);
-	steps[n++] = (PgStep) {NULL, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
 	if (wait)
+	{
+		wait_at = n;
 		steps[n++] = (PgStep) {f->pending.n > 0 ? &wait_acking_stmt : &wait_stmt, NULL, wait_params};
+	}
 	if (f->pending.n > 0)
+	{
+		ack_at = n;
 		steps[n++] = (PgStep) {&ack_pages_stmt, NULL, ack_params};
-	fetch_at = n;
+	}
 	steps[n++] = (PgStep) {fetch_statement(), NULL, params};
-	steps[n++] = (PgStep) {NULL, "COMMIT", NULL};
 	/* a stop cancels the wait: it would sleep up to 5 s */
 	ok = (!wait || stop_cancels(f->pg)) && pg_pipeline(f->pg, steps, n, res);
 	if (wait)
@@ -407,7 +411,7 @@ fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 	free(tokens);
 	if (!ok)
 	{
-		/* a stop before it, or the connection is gone, and with it the leases */
+		/* a stop before it, a commit that failed, or the session is gone with its leases */
 		if (f->pg != NULL && pg_conn_lost(f->pg))
 			acks_free(&f->pending);
 		return false;
@@ -417,21 +421,16 @@ fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 	{
 		f->events += f->pending.total;
 		acks_free(&f->pending);
-		p->res = res[fetch_at];
-		res[fetch_at] = NULL;
+		p->res = res[n - 1];
+		res[n - 1] = NULL;
 	}
-	else
+	else if (failed != ack_at && !stop_requested)
 	{
-		if (PQtransactionStatus(f->pg) != PQTRANS_IDLE)
-			PQclear(PQexec(f->pg, "ROLLBACK"));
 		/* an acknowledgement that failed says why when made again, below */
-		if (steps[failed].st != &ack_pages_stmt && !stop_requested)
-		{
-			const char *what = wait && failed == 1 ? "eo_relay_wait" : "eo_relay_fetch";
+		const char *what = failed == wait_at ? "eo_relay_wait" : "eo_relay_fetch";
 
-			(void) pg_ok(f->pg, res[failed], PGRES_TUPLES_OK, what);
-			relay_call_failed(f, res[failed], what);
-		}
+		(void) pg_ok(f->pg, res[failed], PGRES_TUPLES_OK, what);
+		relay_call_failed(f, res[failed], what);
 	}
 	for (int i = 0; i < n; i++)
 		PQclear(res[i]);
@@ -442,8 +441,7 @@ fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 	}
 	flush_pending(f);
 	/* the acknowledgement failed and the fetch did not run: it runs now */
-	if (failed < fetch_at && steps[failed].st == &ack_pages_stmt && f->stop_code < 0 &&
-		!stop_requested && !pg_conn_lost(f->pg))
+	if (failed == ack_at && f->stop_code < 0 && !stop_requested && !pg_conn_lost(f->pg))
 		return fetch_plain(f, p, params);
 	return false;
 }

@@ -29,7 +29,7 @@ use Time::HiRes qw(time usleep);
 EoNats::require_nats();
 
 my $node = EoTest::eo_node('onetx',
-	conf => "eo.naptime = 1\nlog_statement = 'all'\nlog_line_prefix = '%a|%p| '",
+	conf => "eo.naptime = 1\nlog_statement = 'all'\nlog_line_prefix = '%a|%p|%v| '",
 	eo_in => []);
 $node->safe_psql('postgres', 'CREATE DATABASE shop');
 $node->safe_psql('shop', q{
@@ -77,36 +77,28 @@ usleep(50_000) while time < $until && backlog() ne '0';
 is(backlog(), '0', 'events stopped: every one acknowledged to eo soon after, with the forwarder running');
 is(stored(), 200, '... and each of the 200 stored once in JetStream');
 
-# Of the forwarder named `app`, from the server's log: its transactions
-# of a wait, an acknowledgement and a fetch, and its acknowledgements on
-# their own (outside a transaction block).
+# Of the forwarder named `app`, from the server's log (each statement with
+# its virtual transaction id): its transactions of a wait, an
+# acknowledgement and a fetch, and its acknowledgements in a transaction
+# of their own.
 sub transactions
 {
 	my ($app) = @_;
-	my ($in_tx, $whole, $alone) = (0, 0, 0);
-	my @tx;
+	my (@order, %kinds);
 	for my $line (split /\n/, slurp_file($node->logfile))
 	{
-		next unless $line =~ /^\Q$app\E\|\d+\| LOG:  (?:statement|execute [^:]+): (.*)$/;
-		my $sql = $1;
+		next unless $line =~ /^\Q$app\E\|\d+\|([^|]+)\| LOG:  (?:statement|execute [^:]+): (.*)$/;
+		my ($vxid, $sql) = ($1, $2);
 		my $k =
-		    $sql =~ /^BEGIN/               ? 'begin'
-		  : $sql =~ /^COMMIT/              ? 'commit'
-		  : $sql =~ /eo_relay_wait\(/      ? 'wait'
+		    $sql =~ /eo_relay_wait\(/      ? 'wait'
 		  : $sql =~ /eo_relay_ack_pages\(/ ? 'ack'
 		  : $sql =~ /eo_relay_fetch\(/     ? 'fetch'
 		  :                                  'other';
-		if ($k eq 'begin') { $in_tx = 1; @tx = (); next; }
-		if ($k eq 'commit')
-		{
-			$whole++ if join(',', @tx) eq 'wait,ack,fetch';
-			$in_tx = 0;
-			next;
-		}
-		$alone++ if $k eq 'ack' && !$in_tx;
-		push @tx, $k if $in_tx;
+		push @order, $vxid unless $kinds{$vxid};
+		push @{ $kinds{$vxid} }, $k;
 	}
-	return ($whole, $alone);
+	my @tx = map { join(',', @{ $kinds{$_} }) } @order;
+	return (scalar(grep { $_ eq 'wait,ack,fetch' } @tx), scalar(grep { $_ eq 'ack' } @tx));
 }
 
 my ($whole, $alone) = transactions('fwd_paced');
