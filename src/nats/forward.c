@@ -8,9 +8,9 @@
  * slot's with a lease token of its own), publish its events to JetStream
  * with header Nats-Msg-Id = the event id, wait for JetStream's
  * acknowledgement (PubAck) of each, then acknowledge each slot's part to
- * eo (eo_relay_ack per token).  A page delivered whole is acknowledged in
- * the transaction of the next fetch, ahead of it (one commit a page, not
- * two: see fetch_acking).  A forwarder killed anywhere in between
+ * eo (eo_relay_ack per token).  While events come, a page delivered whole
+ * is acknowledged in the transaction of the next fetch, ahead of it (one
+ * commit a page, not two: see fetch_in_one).  A forwarder killed anywhere in between
  * loses nothing: the page's lease ends, the page comes back, the events
  * are published again and JetStream drops the copies it already stored
  * (within the stream's duplicate window, which must outlast a lease).
@@ -800,7 +800,7 @@ settle(Forwarder *f, Page *p)
 	if (all)
 		crash_point("after-puback");
 	if (whole_parts(p, &wholes) > 0 && all && f->pending.n == 0 && may_ack_with_fetch(f, p))
-		f->pending = wholes;	/* with the next fetch (fetch_acking) */
+		f->pending = wholes;	/* with the next fetch (fetch_in_one) */
 	else
 	{
 		if (wholes.n > 0)
