@@ -86,9 +86,8 @@ linger_ms(const Linger *l)
  * page is most likely to end in a ring, not in its timeout?  Three events
  * expected in it: commits that come at random (a Poisson stream) leave it
  * without one about one time in twenty (forward.c: whether a page waits
- * for the next fetch to be acknowledged, which costs an empty fetch when
- * the wait times out).  At one expected, bench/nats.sh at 5 events/s
- * measured the relay's CPU per event 1.08x that of acknowledging at once.
+ * for the next fetch to be acknowledged; a wait that times out then costs
+ * an empty fetch more than acknowledging the page on its own would).
  */
 bool
 linger_expects_within(const Linger *l, int ms)
