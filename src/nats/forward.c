@@ -404,6 +404,9 @@ fetch_in_one(Forwarder *f, Page *p, const char *const *params, bool wait)
 		steps[n++] = (PgStep) {&ack_pages_stmt, NULL, ack_params};
 	}
 	steps[n++] = (PgStep) {fetch_statement(), NULL, params};
+	/* prepared first (once a session): a stop's cancel is for the wait, not a PREPARE */
+	for (int i = 0; i < n; i++)
+		pg_statement_prepare(f->pg, steps[i].st);
 	/* a stop cancels the wait: it would sleep up to 5 s */
 	ok = (!wait || stop_cancels(f->pg)) && pg_pipeline(f->pg, steps, n, res);
 	if (wait)
