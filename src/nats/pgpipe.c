@@ -21,19 +21,30 @@
  * or a read failed half way): up to the Sync, which is sent now if it was
  * not (without one, reading would wait for answers never asked for).
  * False if that cannot be done: the connection is of no further use.
+ *
+ * Two NULLs in a row end the reading too: libpq has nothing more to
+ * read.  A server that said something and closed the session while it
+ * was idle (an immediate shutdown's or a crash's WARNING) leaves libpq
+ * so: the send fails (EPIPE), the next read returns that failure, and
+ * every read after it NULL, with PQstatus still CONNECTION_OK, for ever
+ * (libpq 15.20; the server's EOF is never read).  Waiting there for a
+ * Sync spun a forwarder at 100% CPU, deaf to SIGTERM (TAP 128).
  */
 static bool
 pipeline_leave(PGconn *conn, bool synced)
 {
+	int			nulls = 0;
+
 	if (PQexitPipelineMode(conn) == 1)
 		return true;
 	if (!synced && PQpipelineSync(conn) != 1)
 		return false;
-	while (PQstatus(conn) == CONNECTION_OK)
+	while (PQstatus(conn) == CONNECTION_OK && nulls < 2)
 	{
 		PGresult   *res = PQgetResult(conn);
 		bool		sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
 
+		nulls = res == NULL ? nulls + 1 : 0;
 		PQclear(res);
 		if (sync)
 			break;

@@ -24,6 +24,7 @@ use File::Basename qw(basename);
 use File::Path qw(make_path);
 use IO::Socket::INET;
 use IPC::Run;
+use POSIX qw(WNOHANG);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -64,6 +65,7 @@ authorization { user: $self->{user}, password: "$self->{password}" }
 sub dir      { return $_[0]{dir}; }
 sub password { return $_[0]{password}; }
 sub port     { return $_[0]{port}; }
+sub pid      { return $_[0]{pid}; }    # nats-server's
 sub url      { return "nats://127.0.0.1:$_[0]{port}"; }
 sub nats     { return [ '--nats', $_[0]->url, '--user', $_[0]{user} ]; }
 
@@ -173,6 +175,31 @@ sub field
 
 sub kill9 { kill 'KILL', $_[0]; waitpid $_[0], 0; }
 
-sub stop_all { kill 'TERM', $_ for @_; waitpid $_, 0 for @_; }
+# Has process `pid` (a child) exited within `secs`?  Reaped if so.
+sub exited_within
+{
+	my ($pid, $secs) = @_;
+	my $until = time + $secs;
+	while (time < $until)
+	{
+		return 1 if waitpid($pid, WNOHANG) == $pid;
+		usleep(100_000);
+	}
+	return 0;
+}
+
+# SIGTERM to each; one still running 60 s later is killed, said by a
+# diag (and its log then lacks the "stopping" line tests look for): a
+# process deaf to a stop fails its test instead of hanging the suite.
+sub stop_all
+{
+	kill 'TERM', $_ for @_;
+	for my $pid (@_)
+	{
+		next if exited_within($pid, 60);
+		Test::More::diag("eo_nats (pid $pid) did not stop within 60 s of SIGTERM: killed");
+		kill9($pid);
+	}
+}
 
 1;
