@@ -160,7 +160,7 @@ SELECT count(eo_emit('billing', 'order', 'agg-' || (g % 20), 'b-' || g,
                      jsonb_build_object('n', g), '{"I": "Nats-Msg-Id", "e": "", "trace": "t-b"}'))
 FROM generate_series(1, 30) g;});
 my $pid = eo_nats_start('crash.log', { EO_NATS_CRASH_AT => 'after-puback' }, @forward, '--lease', '1');
-waitpid $pid, 0;
+EoNats::exited_within($pid, 120) or kill9($pid);    # a crash point never reached fails below
 like(slurp_file("$dir/crash.log"), qr/crash point after-puback/, 'a forwarder died after a page was stored');
 my $after = eo_nats_start('after.log', {}, @forward, '--lease', '1', '--verbose');
 ok(drained('billing', 30), 'the next forwarder delivers the page again');
@@ -291,7 +291,7 @@ my @apply = (@nats, '--pg', $node->connstr('inbox'), 'apply', '--stream', 'BILLI
 	'--durable', 'inbox', '--ack-wait', '1000', '--scope', 'billing-consumer', '--sql',
 	q{INSERT INTO public.ledger (id, aggregate, type, n) VALUES ($1::uuid, $4->>'Eo-Aggregate-Id', $4->>'Eo-Type', ($3->>'n')::int) ON CONFLICT (id) DO UPDATE SET applied = ledger.applied + 1});
 $pid = eo_nats_start('apply-crash.log', { EO_NATS_CRASH_AT => 'after-commit' }, @apply);
-waitpid $pid, 0;
+EoNats::exited_within($pid, 120) or kill9($pid);    # a crash point never reached fails below
 like(slurp_file("$dir/apply-crash.log"), qr/crash point after-commit/, 'an applier died after COMMIT, before its ack');
 usleep(1_500_000);    # past the durable's AckWait
 ($rc) = eo_nats_run('apply.log', @apply, '--once');
