@@ -94,7 +94,7 @@ like($nats->log('apply.log'), qr/stopping: \d+ applied/, '... saying so');
 # goes on, the page is stored whole, and the pipeline meets the closed
 # session.
 
-my $total = 3000;
+my $total = 5000;
 $shop->safe_psql('postgres', qq{
 SELECT count(eo_emit('billing', 'order', 'agg-' || (g % 3), 'Placed', jsonb_build_object('n', g)))
 FROM generate_series(11, 10 + $total) g});
