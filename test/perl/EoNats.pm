@@ -175,14 +175,16 @@ sub field
 
 sub kill9 { kill 'KILL', $_[0]; waitpid $_[0], 0; }
 
-# Has process `pid` (a child) exited within `secs`?  Reaped if so.
+# Has process `pid` (a child) exited within `secs`?  Reaped if so (-1:
+# reaped before, or not a child: gone as far as this process can tell).
 sub exited_within
 {
 	my ($pid, $secs) = @_;
 	my $until = time + $secs;
 	while (time < $until)
 	{
-		return 1 if waitpid($pid, WNOHANG) == $pid;
+		my $r = waitpid($pid, WNOHANG);
+		return 1 if $r == $pid || $r == -1;
 		usleep(100_000);
 	}
 	return 0;
