@@ -80,10 +80,8 @@ sleep 1;    # room for a second application, were there one
 is(applied(), '10 10', '... each event once');
 
 # a stop is heard (the spinning apply was deaf to SIGTERM)
-kill 'TERM', $ap;
-ok(EoNats::exited_within($ap, 30), 'apply stops when asked')
-  or EoNats::kill9($ap);
-like($nats->log('apply.log'), qr/stopping: \d+ applied/, '... saying so');
+EoNats::stop_all($ap);
+like($nats->log('apply.log'), qr/stopping: \d+ applied/, 'apply stops when asked');
 
 # ---- forward: its server goes away while it waits for PubAcks ------------
 #
@@ -116,8 +114,7 @@ ok($shop->poll_query_until('postgres', q{SELECT sum(backlog) = 0 FROM eo_outbox_
 my %in_stream;
 $in_stream{ EoNats::field($_, 'Nats-Msg-Id') }++ for @{ $nats->dump('BILLING') };
 is(scalar(keys %in_stream), $total + 10, 'every event is in the stream');
-kill 'TERM', $fw;
-ok(EoNats::exited_within($fw, 30), 'forward stops when asked')
-  or EoNats::kill9($fw);
+EoNats::stop_all($fw);
+like($nats->log('forward-2.log'), qr/stopping: \d+ events delivered/, 'forward stops when asked');
 $nats->stop;
 done_testing();
