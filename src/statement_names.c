@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  * statement_names.c
  *	  Prepared statement names beginning "eo_nats_" are eo_nats's: in a
- *	  session that has loaded eo, SQL's PREPARE and DEALLOCATE refuse them.
+ *	  session that has loaded eo, SQL's PREPARE, EXECUTE and DEALLOCATE
+ *	  refuse them.
  *
  * eo_nats runs code that is not its own in its session (apply: the
  * triggers of the tables its --sql writes), and PREPARE and DEALLOCATE
@@ -16,6 +17,16 @@
  * a utility statement) only where it finds the reservation in force.
  * DEALLOCATE ALL is still allowed: it can only make eo_nats's next use of
  * a name fail (26000), and eo_nats then makes a new session.
+ *
+ * SQL's EXECUTE of those names is refused too, also under EXPLAIN and in
+ * CREATE TABLE AS.  After an invalidation, an EXECUTE makes the server
+ * analyse and plan eo_nats's statement again under the settings of
+ * whatever code ran it (a trigger's DateStyle, TimeZone ...), and that
+ * plan is what eo_nats's next Bind runs, for the rest of the session.
+ * eo_nats's own statements read nothing those settings change today;
+ * this keeps it so whatever they become.  eo_nats runs them with the
+ * protocol's Bind message, which no hook sees and no code in its session
+ * can send.
  *
  * The hook is installed whenever eo's library is loaded: at start with
  * the preload, else at the first call of one of eo's C functions;
@@ -52,8 +63,38 @@ refuse_reserved(const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("prepared statement name \"%s\" is reserved", name),
-				 errdetail("Names beginning \"%s\" are eo_nats's: PREPARE and DEALLOCATE refuse them.",
+				 errdetail("Names beginning \"%s\" are eo_nats's: PREPARE, EXECUTE and DEALLOCATE refuse them.",
 						   EO_RESERVED_STATEMENT_PREFIX)));
+}
+
+/*
+ * The prepared statement name stmt uses, looking through EXPLAIN and
+ * CREATE TABLE AS, which run an EXECUTE they carry (analysed: a Query
+ * whose utilityStmt is the ExecuteStmt) without ProcessUtility; NULL if
+ * it uses none.
+ */
+static const char *
+statement_name(Node *stmt)
+{
+	if (stmt == NULL)
+		return NULL;
+	switch (nodeTag(stmt))
+	{
+		case T_PrepareStmt:
+			return ((PrepareStmt *) stmt)->name;
+		case T_DeallocateStmt:
+			return ((DeallocateStmt *) stmt)->name;
+		case T_ExecuteStmt:
+			return ((ExecuteStmt *) stmt)->name;
+		case T_ExplainStmt:
+			return statement_name(((ExplainStmt *) stmt)->query);
+		case T_CreateTableAsStmt:
+			return statement_name(((CreateTableAsStmt *) stmt)->query);
+		case T_Query:
+			return statement_name(((Query *) stmt)->utilityStmt);
+		default:
+			return NULL;
+	}
 }
 
 static void
@@ -61,12 +102,7 @@ eo_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
-	Node	   *stmt = pstmt->utilityStmt;
-
-	if (IsA(stmt, PrepareStmt))
-		refuse_reserved(((PrepareStmt *) stmt)->name);
-	else if (IsA(stmt, DeallocateStmt))
-		refuse_reserved(((DeallocateStmt *) stmt)->name);
+	refuse_reserved(statement_name(pstmt->utilityStmt));
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 	else
@@ -83,8 +119,8 @@ eo_reserve_statement_names(void)
 }
 
 /*
- * eo_statement_names_reserved(): whether this session refuses PREPARE and
- * DEALLOCATE under eo_nats's names.  Calling it loads eo's library, which
+ * eo_statement_names_reserved(): whether this session refuses PREPARE,
+ * EXECUTE and DEALLOCATE under eo_nats's names.  Calling it loads eo's library, which
  * reserves them, so it is true; an eo_nats that finds it (at connect,
  * before any code but its own has run) prepares its statements by name.
  */

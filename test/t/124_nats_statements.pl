@@ -8,8 +8,9 @@
 # put its own statements under those names: claims answering "duplicate"
 # would have every later message acknowledged and never applied (lost),
 # an --sql made a no-op the same.  On eo 0.4.0, which reserves the names
-# eo_nats prepares under (PREPARE and DEALLOCATE refuse them), apply
-# prepares by name, and the trigger's every attempt is refused; a
+# eo_nats prepares under (PREPARE, EXECUTE and DEALLOCATE refuse them),
+# apply prepares by name, and the trigger's every attempt is refused (to
+# replace them, or to have them planned again by EXPLAIN EXECUTE); a
 # trigger's DEALLOCATE ALL makes apply connect again.  On an older eo its
 # statements are unnamed, parsed from its own text each time.  Either
 # way every message is applied once.
@@ -73,8 +74,19 @@ GRANT INSERT ON public.seen TO PUBLIC;
 CREATE FUNCTION public.plant() RETURNS trigger LANGUAGE plpgsql AS $f$
 DECLARE r record;
 BEGIN
-  FOR r IN SELECT name, statement FROM pg_catalog.pg_prepared_statements LOOP
+  FOR r IN SELECT name, statement, parameter_types FROM pg_catalog.pg_prepared_statements LOOP
     INSERT INTO public.seen VALUES (r.name || ': ' || r.statement);
+    -- have it analysed and planned again under this trigger's settings
+    BEGIN
+      EXECUTE pg_catalog.format('EXPLAIN EXECUTE %I%s', r.name,
+        CASE WHEN pg_catalog.cardinality(r.parameter_types) > 0
+        THEN '(' || pg_catalog.array_to_string(pg_catalog.array_fill('NULL'::text,
+                    ARRAY[pg_catalog.cardinality(r.parameter_types)]), ',') || ')'
+        ELSE '' END);
+      INSERT INTO public.seen VALUES ('explained ' || r.name);
+    EXCEPTION WHEN insufficient_privilege THEN
+      INSERT INTO public.seen VALUES ('explain refused ' || r.name);
+    END;
     BEGIN
       IF r.statement LIKE '%eo_claim(%' THEN
         EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
@@ -118,6 +130,10 @@ isnt($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIK
 	'... and every attempt to replace one was refused');
 is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 'replaced %'}), '0',
 	'... none succeeded');
+isnt($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 'explain refused eo_nats_%'}), '0',
+	'its EXPLAIN EXECUTE of them was refused too');
+is($node->safe_psql('inbox', q{SELECT count(*) FROM public.seen WHERE what LIKE 'explained eo_nats_%'}), '0',
+	'... every time');
 
 # A trigger's DEALLOCATE ALL (allowed: it replaces nothing) takes apply's
 # statements from under it: the next use of one fails, apply connects
