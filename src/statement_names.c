@@ -24,9 +24,13 @@
  * whatever code ran it (a trigger's DateStyle, TimeZone ...), and that
  * plan is what eo_nats's next Bind runs, for the rest of the session.
  * eo_nats's own statements read nothing those settings change today;
- * this keeps it so whatever they become.  eo_nats runs them with the
+ * this keeps it so whatever they become.  (eo_nats runs them with the
  * protocol's Bind message, which no hook sees and no code in its session
- * can send.
+ * can send.)  What is left: an invalidation alone (DISCARD PLANS from a
+ * trigger) still makes eo_nats's next Bind in the same transaction
+ * analyse under the trigger's settings; after --sql, apply binds only its
+ * call of eo_session_pin there, with typed parameters and no literal or
+ * operator a setting reads.
  *
  * The hook is installed whenever eo's library is loaded: at start with
  * the preload, else at the first call of one of eo's C functions;
