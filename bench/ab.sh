@@ -19,7 +19,8 @@
 #
 # Settings (environment): ROUNDS=6, DURATION=8 (s per run), CLIENTS="1 8",
 # DUP_PCT=10, AB_SCRIPTS="eo eo_noresult" (scripts in bench/scripts/, each
-# prefixed with _delivery.sql as in run.sh), NACCOUNTS=10000, SEED,
+# prefixed with _delivery.sql as in run.sh; eo_emit gets run.sh's outbox),
+# NACCOUNTS=10000, SEED,
 # AB_CPU_CLAIMS=200000: per round and build, also that many claims of new
 # keys in one transaction in the server (PL/pgSQL loop: rows written at
 # once after the 16th, no commit per key) and then the same keys again
@@ -114,6 +115,18 @@ ab_stop() {
     done
 }
 
+# eo_emit's outbox, as run.sh makes it, only where a script emits (an
+# outbox gives the worker more to keep).  The grant is run.sh's too: the
+# functions eo_emit needs differ between builds.
+ab_emit_setup() {
+    case " $AB_SCRIPTS " in
+        *" eo_emit "*)
+            echo "SELECT eo_outbox_create('bench_outbox');"
+            echo "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO bench_app;"
+            echo "GRANT INSERT ON bench_outbox TO bench_app;" ;;
+    esac
+}
+
 # The same starting point for every run, as run.sh's reset_state.  The
 # grant names the functions without their arguments: they differ between
 # builds.
@@ -121,8 +134,10 @@ ab_reset() {
     ab_psql "$1" -d bench >/dev/null <<EOF
 SET client_min_messages = warning;
 DROP EXTENSION eo CASCADE;
+DROP TABLE IF EXISTS bench_outbox CASCADE;
 CREATE EXTENSION eo;
 GRANT EXECUTE ON FUNCTION eo_claim, eo_complete TO bench_app;
+$(ab_emit_setup)
 TRUNCATE accounts;
 INSERT INTO accounts (id, balance) SELECT g, 0 FROM generate_series(1, $NACCOUNTS) g;
 VACUUM (ANALYZE) accounts;
