@@ -19,7 +19,9 @@
  *	  dead:		 ROLLBACK; nak with a long delay: kept for a fixed --sql and
  *				 eo_redrive_dead (--terminate-dead: terminate it)
  * Killed between COMMIT and ack, the message comes back, and eo_claim says
- * duplicate: nothing is applied twice.
+ * duplicate: nothing is applied twice.  A COMMIT that comes with a
+ * WARNING (a cancelled wait for synchronous standbys) is acknowledged only
+ * once a later commit confirms it (commit_confirmed).
  *
  * Failures (errors.c says whose fault each is).  A message is given up
  * only for a cause of its own: eo_claim refuses its id, or its payload
@@ -439,6 +441,82 @@ commit_steps(PgStep *steps)
 	return n;
 }
 
+/*
+ * pg_pipeline for steps that end with a COMMIT, which can wait for
+ * synchronous standbys as long as they are gone: a stop cancels it, so
+ * that apply stops within a second.  Cancelled before its commit record,
+ * the COMMIT fails (57014, a passing trouble: nothing is recorded against
+ * the messages); cancelled in its wait for the standbys, it succeeds with
+ * a WARNING, and commit_confirmed answers for it.
+ */
+static bool
+commit_pipeline(PGconn *pg, const PgStep *steps, int n, PGresult **res)
+{
+	bool		ok;
+
+	(void) stop_cancels(pg);
+	ok = pg_pipeline(pg, steps, n, res);
+	(void) stop_cancels(NULL);
+	return ok;
+}
+
+/* The barrier of commit_confirmed: a transaction with an xid, committed. */
+static bool
+barrier_committed(PGconn *pg)
+{
+	static const PgStep steps[3] = {
+		{NULL, "BEGIN", NULL},
+		{NULL, "SELECT pg_catalog.pg_current_xact_id()", NULL},
+		{NULL, "COMMIT", NULL},
+	};
+	PGresult   *res[3];
+	bool		ok = commit_pipeline(pg, steps, 3, res);
+
+	for (int j = 0; j < 3; j++)
+	{
+		ok = ok && PQresultStatus(res[j]) == (j == 1 ? PGRES_TUPLES_OK : PGRES_COMMAND_OK);
+		PQclear(res[j]);
+	}
+	if (!ok && !pg_conn_lost(pg) && PQtransactionStatus(pg) != PQTRANS_IDLE)
+		(void) run(pg, "ROLLBACK", PGRES_COMMAND_OK);
+	return ok;
+}
+
+/*
+ * Whether a COMMIT that succeeded is as durable as a COMMIT promises,
+ * given the WARNINGs counted before it was sent.  A cancel during its
+ * wait for synchronous standbys (eo_nats's own at SIGTERM, a
+ * pg_cancel_backend) ends the wait with a WARNING ("canceling wait for
+ * synchronous replication"), and the COMMIT then succeeds: committed
+ * here, maybe not on the standby a failover promotes.  Acknowledged then,
+ * the message would be gone with such a failover.  So after a COMMIT
+ * with a WARNING (any: a trigger's RAISE WARNING costs one more commit),
+ * a transaction that takes an xid is committed: its COMMIT waits for the
+ * standbys as far as its own commit record, past the first one's, and
+ * one that comes without a WARNING confirms both.  False if a stop was
+ * asked or the session failed first: the messages are then left
+ * unacknowledged, and come back after --ack-wait.
+ */
+static bool
+commit_confirmed(Applier *a, uint64_t warnings_before)
+{
+	for (int attempt = 0; pg_warnings_seen() != warnings_before; attempt++)
+	{
+		if (attempt == 0)
+			log_limited("unconfirmed commit", "warning",
+						"a COMMIT came with a WARNING (a cancelled wait for synchronous standbys?):"
+						" its messages are acknowledged once a later commit confirms it");
+		else
+			sleep_ms(backoff_ms(attempt, 1000));
+		if (stop_requested)
+			return false;
+		warnings_before = pg_warnings_seen();
+		if (!barrier_committed(a->pg))
+			return false;
+	}
+	return true;
+}
+
 /* commit_steps for one message: APPLIED, or what their failure means for it. */
 static Outcome
 commit_one(Applier *a, const char *id)
@@ -447,8 +525,9 @@ commit_one(Applier *a, const char *id)
 	PGresult   *res[MAX_COMMIT_STEPS];
 	int			n = commit_steps(steps);
 	Outcome		o = APPLIED;
+	uint64_t	warnings = pg_warnings_seen();
 
-	if (!pg_pipeline(a->pg, steps, n, res))
+	if (!commit_pipeline(a->pg, steps, n, res))
 		return LOST;
 	for (int j = 0; j < n; j++)
 	{
@@ -461,6 +540,8 @@ commit_one(Applier *a, const char *id)
 	}
 	if (o == APPLIED)
 		crash_point("after-commit");
+	if (o == APPLIED && !commit_confirmed(a, warnings))
+		o = LOST;
 	return o;
 }
 
@@ -584,7 +665,7 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
 	}
 	if (commit)
 		n += commit_steps(steps + n);
-	ok = pg_pipeline(a->pg, steps, n, res);
+	ok = commit ? commit_pipeline(a->pg, steps, n, res) : pg_pipeline(a->pg, steps, n, res);
 	for (int j = 0; j < n; j++)
 	{
 		ExecStatusType got = PQresultStatus(res[j]);
@@ -602,7 +683,8 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
  * JSON payloads) in one transaction: each claimed and, if new, applied,
  * then one COMMIT for all, so that a batch pays for one commit (one WAL
  * flush), not one per message.  Their outcomes in out[]: APPLIED (new),
- * DUPLICATE, BUSY or DEAD as eo_claim said.  Returns false, with nothing
+ * DUPLICATE, BUSY or DEAD as eo_claim said, or LOST for every one when
+ * the COMMIT was not confirmed (commit_confirmed).  Returns false, with nothing
  * of the batch committed, if any statement failed, COMMIT was refused,
  * or eo_claim said something else: the caller then applies each message
  * on its own (apply_one), where a failure is judged for that message.
@@ -623,6 +705,7 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 	int			chunk = PG_PIPELINE_MAX - MAX_LEAD_STEPS;
 	int			last = -1;
 	bool		ok = true;
+	uint64_t	warnings;
 
 	for (int from = 0; ok && from < n; from += chunk)
 		ok = claim_chunk(a, ids, from, from + chunk < n ? from + chunk : n, from == 0, out);
@@ -632,6 +715,7 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 	for (int i = 0; ok && i < last; i++)
 		if (out[i] == APPLIED)
 			ok = sql_and_commit(a, msgs[i], ids[i], pg_reported_moved(a->pg), false);
+	warnings = pg_warnings_seen();
 	if (ok)
 		ok = sql_and_commit(a, last >= 0 ? msgs[last] : NULL, last >= 0 ? ids[last] : NULL,
 							pg_reported_moved(a->pg), true);
@@ -639,6 +723,10 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 		(void) quiet_ok(pg, "ROLLBACK", PGRES_COMMAND_OK);
 	if (ok)
 		crash_point("after-commit");
+	/* committed, but not confirmed: every answer waits for the redelivery */
+	if (ok && !commit_confirmed(a, warnings))
+		for (int i = 0; i < n; i++)
+			out[i] = LOST;
 	return ok;
 }
 

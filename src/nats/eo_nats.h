@@ -166,6 +166,7 @@ extern jsCtx *nats_jetstream(const Config *cfg, natsConnection **nc, int *exit_c
 extern PGconn *pg_ensure(PGconn *conn, const Config *cfg, int *exit_code);
 extern bool pg_ok(PGconn *conn, PGresult *res, ExecStatusType want, const char *what);
 extern bool pg_conn_lost(PGconn *conn);
+extern uint64_t pg_warnings_seen(void);
 extern bool sqlstate_is(PGresult *res, const char *sqlstate);
 extern const char *sqlstate_of(PGresult *res);
 extern ErrorKind pg_error_kind(PGconn *conn, PGresult *res, Blame blames);

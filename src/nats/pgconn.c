@@ -591,11 +591,29 @@ session_setup(PGconn *conn, const Config *cfg, bool *config)
 	return ok;
 }
 
-/* The server's notices, into the log (one line each, limited). */
+/* WARNINGs the server sent this process's sessions so far. */
+static uint64_t warnings_seen = 0;
+
+/*
+ * The server's notices, into the log (one line each, limited), and
+ * WARNINGs counted: a COMMIT that comes with one may not have done all a
+ * COMMIT promises (apply.c: a cancelled wait for synchronous standbys).
+ */
 static void
-on_notice(void *arg, const char *message)
+on_notice(void *arg, const PGresult *res)
 {
-	log_limited("notice", "warning", "PostgreSQL: %s", message);
+	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+
+	if (severity != NULL && strcmp(severity, "WARNING") == 0)
+		warnings_seen++;
+	log_limited("notice", "warning", "PostgreSQL: %s", PQresultErrorMessage(res));
+}
+
+/* How many WARNINGs the server sent so far: compare two readings. */
+uint64_t
+pg_warnings_seen(void)
+{
+	return warnings_seen;
 }
 
 /*
@@ -630,7 +648,7 @@ pg_connect(const Config *cfg, int *exit_code)
 			config = connect_failed(conn);
 		else if (!on_standby(conn))
 		{
-			PQsetNoticeProcessor(conn, on_notice, NULL);
+			PQsetNoticeReceiver(conn, on_notice, NULL);
 			if (session_setup(conn, cfg, &config))
 			{
 				session++;
