@@ -13,7 +13,9 @@
  *	  claimed:	 run --sql ($1 id, $2 subject, $3 payload, $4 headers,
  *				 $5 when JetStream stored it); COMMIT;
  *				 then ack
- *	  duplicate: ROLLBACK; ack (it was applied before: a redelivery)
+ *	  duplicate: COMMIT, waiting for the synchronous standbys, if any,
+ *				 past the key's own commit; ack (it was applied before: a
+ *				 redelivery)
  *	  busy:		 ROLLBACK; nak with a delay (another session holds the key,
  *				 or a retry is not due yet)
  *	  dead:		 ROLLBACK; nak with a long delay: kept for a fixed --sql and
@@ -21,7 +23,8 @@
  * Killed between COMMIT and ack, the message comes back, and eo_claim says
  * duplicate: nothing is applied twice.  A COMMIT that comes with a
  * WARNING (a cancelled wait for synchronous standbys) is acknowledged only
- * once a later commit confirms it (commit_confirmed).
+ * once a later commit confirms it (commit_confirmed), and a duplicate only
+ * once the key's commit is confirmed too (duplicates_confirmed).
  *
  * Failures (errors.c says whose fault each is).  A message is given up
  * only for a cause of its own: eo_claim refuses its id, or its payload
@@ -447,34 +450,60 @@ commit_steps(PgStep *steps)
  * that apply stops within a second.  Cancelled before its commit record,
  * the COMMIT fails (57014, a passing trouble: nothing is recorded against
  * the messages); cancelled in its wait for the standbys, it succeeds with
- * a WARNING, and commit_confirmed answers for it.
+ * a WARNING, and commit_confirmed answers for it.  A stop that came
+ * before could cancel nothing: the transaction is rolled back instead,
+ * and false returned with every res[] NULL.
  */
 static bool
 commit_pipeline(PGconn *pg, const PgStep *steps, int n, PGresult **res)
 {
-	bool		ok;
+	bool		ok = stop_cancels(pg);
 
-	(void) stop_cancels(pg);
-	ok = pg_pipeline(pg, steps, n, res);
+	if (ok)
+		ok = pg_pipeline(pg, steps, n, res);
+	else
+	{
+		for (int j = 0; j < n; j++)
+			res[j] = NULL;
+		if (PQtransactionStatus(pg) != PQTRANS_IDLE)
+			(void) run(pg, "ROLLBACK", PGRES_COMMAND_OK);
+	}
 	(void) stop_cancels(NULL);
 	return ok;
 }
 
-/* The barrier of commit_confirmed: a transaction with an xid, committed. */
-static bool
-barrier_committed(PGconn *pg)
-{
-	static const PgStep steps[3] = {
-		{NULL, "BEGIN", NULL},
-		{NULL, "SELECT pg_catalog.pg_current_xact_id()", NULL},
-		{NULL, "COMMIT", NULL},
-	};
-	PGresult   *res[3];
-	bool		ok = commit_pipeline(pg, steps, 3, res);
+/*
+ * A step that makes its transaction's COMMIT wait for the synchronous
+ * standbys, where there are any.  A transaction waits for them at COMMIT
+ * only if it wrote WAL before its commit record (RecordTransactionCommit);
+ * an xid alone does not make it.  So, where synchronous_standby_names
+ * names any, it writes an empty transactional logical message (prefix
+ * "eo_nats", which every role may write, and which a logical decoding
+ * client of another prefix passes over); elsewhere nothing.
+ */
+static const PgStep standby_barrier = {
+	NULL, "SELECT CASE WHEN pg_catalog.current_setting('synchronous_standby_names')"
+	" OPERATOR(pg_catalog.<>) '' THEN pg_catalog.pg_logical_emit_message(true, 'eo_nats', '') END",
+	NULL
+};
 
-	for (int j = 0; j < 3; j++)
+/*
+ * The barrier, then COMMIT, in one round trip, after BEGIN if `begin`
+ * (else in the open transaction): true if all went through.
+ */
+static bool
+barrier_and_commit(PGconn *pg, bool begin)
+{
+	const PgStep steps[3] = {{NULL, "BEGIN", NULL}, standby_barrier, {NULL, "COMMIT", NULL}};
+	const PgStep *from = begin ? steps : steps + 1;
+	int			n = begin ? 3 : 2;
+	PGresult   *res[3];
+	bool		ok = commit_pipeline(pg, from, n, res);
+
+	for (int j = 0; j < n; j++)
 	{
-		ok = ok && PQresultStatus(res[j]) == (j == 1 ? PGRES_TUPLES_OK : PGRES_COMMAND_OK);
+		ok = ok && PQresultStatus(res[j]) == (from[j].sql == standby_barrier.sql
+											 ? PGRES_TUPLES_OK : PGRES_COMMAND_OK);
 		PQclear(res[j]);
 	}
 	if (!ok && !pg_conn_lost(pg) && PQtransactionStatus(pg) != PQTRANS_IDLE)
@@ -485,17 +514,17 @@ barrier_committed(PGconn *pg)
 /*
  * Whether a COMMIT that succeeded is as durable as a COMMIT promises,
  * given the WARNINGs counted before it was sent.  A cancel during its
- * wait for synchronous standbys (eo_nats's own at SIGTERM, a
+ * wait for synchronous standbys (eo_nats's own at a stop, a
  * pg_cancel_backend) ends the wait with a WARNING ("canceling wait for
  * synchronous replication"), and the COMMIT then succeeds: committed
  * here, maybe not on the standby a failover promotes.  Acknowledged then,
  * the message would be gone with such a failover.  So after a COMMIT
  * with a WARNING (any: a trigger's RAISE WARNING costs one more commit),
- * a transaction that takes an xid is committed: its COMMIT waits for the
- * standbys as far as its own commit record, past the first one's, and
- * one that comes without a WARNING confirms both.  False if a stop was
- * asked or the session failed first: the messages are then left
- * unacknowledged, and come back after --ack-wait.
+ * a transaction with the standby barrier is committed: its COMMIT waits
+ * for the standbys as far as its own commit record, past the first one's,
+ * and one that comes without a WARNING confirms both.  False if a stop
+ * was asked or the session failed first: the messages are then left
+ * unacknowledged, and come back.
  */
 static bool
 commit_confirmed(Applier *a, uint64_t warnings_before)
@@ -511,10 +540,27 @@ commit_confirmed(Applier *a, uint64_t warnings_before)
 		if (stop_requested)
 			return false;
 		warnings_before = pg_warnings_seen();
-		if (!barrier_committed(a->pg))
+		if (!barrier_and_commit(a->pg, true))
 			return false;
 	}
 	return true;
+}
+
+/*
+ * End the open transaction of claims that found only duplicates (and
+ * busy or dead keys), so that the duplicates can be acknowledged.  Such a
+ * key was committed by an earlier transaction, which may have had its
+ * wait for the standbys cancelled, or been cut off in it by a lost
+ * session: visible here, maybe not on the standby.  The claims wrote
+ * nothing, so a plain COMMIT would wait for no standby; with the barrier
+ * it waits past the keys' own commit records.
+ */
+static bool
+duplicates_confirmed(Applier *a)
+{
+	uint64_t	warnings = pg_warnings_seen();
+
+	return barrier_and_commit(a->pg, false) && commit_confirmed(a, warnings);
 }
 
 /* commit_steps for one message: APPLIED, or what their failure means for it. */
@@ -583,6 +629,8 @@ apply_one(Applier *a, natsMsg *msg, const char *id)
 		o = claim_failed(a, res, id);
 	else if ((o = claim_status(a, PQgetvalue(res, 0, 0))) == APPLIED)
 		o = apply_claimed(a, &args, id);
+	else if (o == DUPLICATE)
+		o = duplicates_confirmed(a) ? DUPLICATE : LOST;
 	else if (!run(a->pg, "ROLLBACK", PGRES_COMMAND_OK))
 		o = LOST;
 	PQclear(res);
@@ -678,6 +726,23 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
 	return ok;
 }
 
+static bool
+any_duplicate(const Outcome *out, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (out[i] == DUPLICATE)
+			return true;
+	return false;
+}
+
+/* Every answer of a fetch left for the redelivery: nothing is told JetStream. */
+static void
+lost_all(Outcome *out, int n)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = LOST;
+}
+
 /*
  * Apply the n messages of a fetch (ids[i] its Nats-Msg-Id, all with
  * JSON payloads) in one transaction: each claimed and, if new, applied,
@@ -715,6 +780,13 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 	for (int i = 0; ok && i < last; i++)
 		if (out[i] == APPLIED)
 			ok = sql_and_commit(a, msgs[i], ids[i], pg_reported_moved(a->pg), false);
+	if (ok && last < 0 && any_duplicate(out, n))
+	{
+		/* nothing written: the duplicates' own commits are to be confirmed */
+		if (!duplicates_confirmed(a))
+			lost_all(out, n);
+		return true;
+	}
 	warnings = pg_warnings_seen();
 	if (ok)
 		ok = sql_and_commit(a, last >= 0 ? msgs[last] : NULL, last >= 0 ? ids[last] : NULL,
@@ -725,8 +797,7 @@ apply_batch(Applier *a, natsMsg **msgs, const char **ids, int n, Outcome *out)
 		crash_point("after-commit");
 	/* committed, but not confirmed: every answer waits for the redelivery */
 	if (ok && !commit_confirmed(a, warnings))
-		for (int i = 0; i < n; i++)
-			out[i] = LOST;
+		lost_all(out, n);
 	return ok;
 }
 

@@ -8,11 +8,15 @@
 # failover.  apply acknowledges such a COMMIT's messages only once a
 # later commit of its own comes back without a WARNING.  The standby is
 # named in synchronous_standby_names and never connects, so every commit
-# waits until the test takes the name back.  Two cancels, each checked:
-# - apply's own, when it is stopped (SIGTERM) while its COMMIT waits: it
-#   stops without acknowledging;
-# - pg_cancel_backend from another session: apply waits in a second
-#   commit, and acknowledges when that commit is confirmed.
+# waits until the test takes the name back.  Checked:
+# - apply stopped (SIGTERM) while its COMMIT waits: its stop cancels the
+#   wait, and it stops without acknowledging;
+# - pg_cancel_backend from another session: apply waits in a commit of
+#   its own that writes WAL, and acknowledges when that is confirmed;
+# - messages of such a commit that come back: eo_claim finds them done,
+#   and apply acknowledges them only once a commit that writes WAL,
+#   after the keys' own, is confirmed;
+# - a stop that comes before the COMMIT: the transaction is rolled back.
 
 use strict;
 use warnings;
@@ -65,7 +69,8 @@ sub ack_floor
 {
 	my ($rc, $out) = $nats->run('admin.log', 'consumer-info', @nats, '--stream', 'BILLING',
 		'--durable', 'inbox');
-	return $out =~ /^ack_floor_stream_seq: (\d+)$/m ? $1 : "none ($rc)";
+	$out =~ /^ack_floor_stream_seq: (\d+)$/m or die "consumer-info failed ($rc): $out";
+	return $1;
 }
 
 # Does a session (apply's: the only one that writes) wait for the standby
@@ -110,11 +115,25 @@ is($inbox->safe_psql('postgres', q{SELECT count(*) FROM effects}), '3',
 	'the transaction committed on the primary');
 is(ack_floor(), '0', '... and apply acknowledged none of its messages');
 
+# the standby no longer required: every message acknowledged (n of them)
+sub all_acknowledged
+{
+	my ($n) = @_;
+	standby_named(undef);
+	my $acked = 0;
+	for (1 .. 300)
+	{
+		last if ($acked = ack_floor()) == $n;
+		usleep(100_000);
+	}
+	return $acked;
+}
+
 # ---- a cancel from another session ---------------------------------------
 
+# 4 and 5 come within --ack-wait, before 1-3 come back: apply's COMMIT of
+# them is the one that waits, and is cancelled
 $ap = $nats->spawn('apply-2.log', {}, @apply);
-# 1-3 come back after --ack-wait as duplicates (a read-only transaction
-# does not wait for the standby); 4 and 5 are new
 ok($nats->wait_log('apply-2.log', qr/connected to PostgreSQL/, 30), 'apply started again');
 is(emit_and_forward(4, 5), 0, '2 more events forwarded');
 ok(waits_for_standby(60), 'apply\'s COMMIT of the new ones waits for the standby');
@@ -125,19 +144,57 @@ ok($nats->wait_log('apply-2.log', qr/a COMMIT came with a WARNING/, 30),
 	'the wait cancelled by another session: apply says so')
   or diag($nats->log('apply-2.log'));
 ok(waits_for_standby(30), '... and waits for the standby again, in a commit of its own');
-usleep(500_000);
-cmp_ok(ack_floor(), '<', 4, 'events 4 and 5 not acknowledged while that commit waits');
-standby_named(undef);
-my $acked = 0;
-for (1 .. 300)
-{
-	last if ($acked = ack_floor()) eq '5';
-	usleep(100_000);
-}
-is($acked, '5', 'the standby no longer required: the commit is confirmed, and all 5 acknowledged');
-is($inbox->safe_psql('postgres', q{SELECT count(*) || ' ' || count(DISTINCT id) FROM effects}),
-	'5 5', 'each event applied once');
+sleep 1;
+is(ack_floor(), 0, 'events 4 and 5 not acknowledged while that commit waits');
+is(all_acknowledged(5), 5, 'the standby no longer required: all 5 acknowledged (1-3 as duplicates)');
 EoNats::stop_all($ap);
-like($nats->log('apply-2.log'), qr/stopping: \d+ applied/, 'apply stops when asked');
+like($nats->log('apply-2.log'), qr/stopping: 2 applied, 3 duplicates/,
+	'apply applied 4 and 5 and found 1-3 done, and stops when asked');
+
+# ---- duplicates of a commit the standby may lack --------------------------
+
+# 6 and 7 committed, their wait cancelled by a stop (as 1-3 were): their
+# keys are done here.  When they come back, the claims find them and
+# write nothing; a COMMIT that writes nothing waits for no standby, and
+# would have them acknowledged while the standby may still lack them.
+standby_named('nosuch');
+is(emit_and_forward(6, 7), 0, '2 more events forwarded');
+$ap = $nats->spawn('apply-3.log', {}, @apply);
+ok(waits_for_standby(60), 'apply\'s COMMIT of them waits for the standby');
+EoNats::stop_all($ap);
+is(ack_floor(), 5, 'stopped there, apply acknowledged neither');
+$ap = $nats->spawn('apply-4.log', {}, @apply);
+ok($nats->wait_log('apply-4.log', qr/connected to PostgreSQL/, 30), 'apply started again');
+ok(waits_for_standby(30), 'they come back as duplicates, and their commit waits for the standby');
+sleep 1;
+is(ack_floor(), 5, '... unacknowledged while it waits');
+is(all_acknowledged(7), 7, 'the standby no longer required: both acknowledged');
+is($inbox->safe_psql('postgres', q{SELECT count(*) || ' ' || count(DISTINCT id) FROM effects}),
+	'7 7', 'each event applied once');
+EoNats::stop_all($ap);
+like($nats->log('apply-4.log'), qr/stopping: 0 applied, 2 duplicates/, 'apply found both done');
+# ---- a stop that comes before the COMMIT -----------------------------------
+
+# Two messages in one fetch, the first one's --sql slow: a stop during it
+# cancels nothing (only the COMMIT's round trip is cancelled), and the
+# COMMIT would then wait for the standby, deaf to the stop.  It is rolled
+# back instead, and apply stops.
+standby_named('nosuch');
+is(emit_and_forward(8, 9), 0, '2 more events forwarded');
+my @slow = @apply;
+$slow[-1] = q{INSERT INTO public.effects (id, n) SELECT $1::uuid, ($3->>'n')::int FROM pg_catalog.pg_sleep(1)};
+$ap = $nats->spawn('apply-5.log', {}, @slow);
+ok($inbox->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_stat_activity
+	WHERE wait_event = 'PgSleep' AND backend_type = 'client backend'}), 'apply runs the slow --sql');
+kill 'TERM', $ap;
+ok(EoNats::exited_within($ap, 15), 'stopped during --sql, apply stops within seconds')
+  or EoNats::kill9($ap);
+is($inbox->safe_psql('postgres', q{SELECT count(*) FROM effects}), '7', '... having committed nothing');
+is(ack_floor(), 7, '... and acknowledged nothing');
+$ap = $nats->spawn('apply-6.log', {}, @apply);
+is(all_acknowledged(9), 9, 'started again, the standby no longer required: both acknowledged');
+is($inbox->safe_psql('postgres', q{SELECT count(*) || ' ' || count(DISTINCT id) FROM effects}),
+	'9 9', 'each event applied once');
+EoNats::stop_all($ap);
 $nats->stop;
 done_testing();
