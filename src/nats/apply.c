@@ -726,6 +726,7 @@ sql_and_commit(Applier *a, natsMsg *msg, const char *id, bool pin, bool commit)
 	return ok;
 }
 
+/* Whether a fetch's claims found any key done before (a redelivery). */
 static bool
 any_duplicate(const Outcome *out, int n)
 {
