@@ -489,21 +489,27 @@ static const PgStep standby_barrier = {
 
 /*
  * The barrier, then COMMIT, in one round trip, after BEGIN if `begin`
- * (else in the open transaction): true if all went through.
+ * (else in the open transaction): true if all went through.  The durable
+ * step first: on an eo older than 0.4.0 nothing puts back at COMMIT what a
+ * trigger of the transaction before set for the session
+ * (synchronous_commit local, client_min_messages error), and the barrier
+ * would then wait for no standby, or its WARNING not be heard.
  */
 static bool
 barrier_and_commit(PGconn *pg, bool begin)
 {
-	const PgStep steps[3] = {{NULL, "BEGIN", NULL}, standby_barrier, {NULL, "COMMIT", NULL}};
+	const PgStep steps[4] = {{NULL, "BEGIN", NULL}, {&pg_durable_stmt, NULL, NULL},
+	standby_barrier, {NULL, "COMMIT", NULL}};
 	const PgStep *from = begin ? steps : steps + 1;
-	int			n = begin ? 3 : 2;
-	PGresult   *res[3];
+	int			n = begin ? 4 : 3;
+	PGresult   *res[4];
 	bool		ok = commit_pipeline(pg, from, n, res);
 
 	for (int j = 0; j < n; j++)
 	{
-		ok = ok && PQresultStatus(res[j]) == (from[j].sql == standby_barrier.sql
-											 ? PGRES_TUPLES_OK : PGRES_COMMAND_OK);
+		ExecStatusType got = PQresultStatus(res[j]);
+
+		ok = ok && (got == PGRES_COMMAND_OK || got == PGRES_TUPLES_OK);
 		PQclear(res[j]);
 	}
 	if (!ok && !pg_conn_lost(pg) && PQtransactionStatus(pg) != PQTRANS_IDLE)

@@ -187,9 +187,14 @@ static const char *const reported[] = {"client_encoding", "DateStyle", "TimeZone
 #define N_REPORTED (sizeof(reported) / sizeof(reported[0]))
 static char *reported_values[N_REPORTED];
 
-/* Before COMMIT: durable, whatever code in the transaction set (SET LOCAL). */
+/*
+ * Before COMMIT: durable, whatever code in the transaction set (SET LOCAL),
+ * and its WARNINGs heard (a cancelled wait for synchronous standbys says
+ * one: apply.c's commit_confirmed), for what is left of the transaction.
+ */
 PgStatement pg_durable_stmt = {
-	"SELECT pg_catalog.set_config('synchronous_commit', " DURABLE_VALUE ", true)", 0, NULL, true
+	"SELECT pg_catalog.set_config('synchronous_commit', " DURABLE_VALUE ", true),"
+	" pg_catalog.set_config('client_min_messages', 'warning', true)", 0, NULL, true
 };
 
 /* --sql's search_path: --search-path, or pg_catalog, then temporary tables. */

@@ -16,7 +16,11 @@
 # - messages of such a commit that come back: eo_claim finds them done,
 #   and apply acknowledges them only once a commit that writes WAL,
 #   after the keys' own, is confirmed;
-# - a stop that comes before the COMMIT: the transaction is rolled back.
+# - a stop that comes before the COMMIT: the transaction is rolled back;
+# - on eo 0.3.0, which puts settings back only when apply begins the next
+#   transaction: a trigger that turns synchronous_commit to local for the
+#   session, or client_min_messages to error for the transaction, changes
+#   none of that.
 
 use strict;
 use warnings;
@@ -77,11 +81,12 @@ sub ack_floor
 # within `secs`?  (This one reads: it does not wait.)
 sub waits_for_standby
 {
-	my ($secs) = @_;
+	my ($secs, $db) = @_;
+	my $in_db = defined $db ? "AND datname = '$db'" : '';
 	for (1 .. $secs * 10)
 	{
-		return 1 if $inbox->safe_psql('postgres', q{SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE wait_event = 'SyncRep' AND backend_type = 'client backend'}) eq 't';
+		return 1 if $inbox->safe_psql('postgres', qq{SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE wait_event = 'SyncRep' AND backend_type = 'client backend' $in_db}) eq 't';
 		usleep(100_000);
 	}
 	diag($inbox->safe_psql('postgres', q{SELECT pid, backend_type, state, wait_event, left(query, 60)
@@ -196,5 +201,40 @@ is(all_acknowledged(9), 9, 'started again, the standby no longer required: both 
 is($inbox->safe_psql('postgres', q{SELECT count(*) || ' ' || count(DISTINCT id) FROM effects}),
 	'9 9', 'each event applied once');
 EoNats::stop_all($ap);
+
+# ---- eo 0.3.0: what a trigger sets does not reach the confirmation --------
+
+$inbox->safe_psql('postgres', 'CREATE DATABASE inbox03');
+$inbox->safe_psql('inbox03', q{
+CREATE EXTENSION eo VERSION '0.3.0';
+CREATE TABLE effects (id uuid NOT NULL, n int NOT NULL);
+SELECT eo_scope_create('billing-consumer');
+SELECT status FROM eo_claim('warm-up', scope => 'billing-consumer');
+CREATE FUNCTION sc_local() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN PERFORM pg_catalog.set_config('synchronous_commit', 'local', false); RETURN NULL; END $f$;
+CREATE FUNCTION cmm_error() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN PERFORM pg_catalog.set_config('client_min_messages', 'error', true); RETURN NULL; END $f$;
+});
+my $n = 9;
+for my $fn ('sc_local', 'cmm_error')
+{
+	my $what = $fn eq 'sc_local' ? 'synchronous_commit local for the session'
+	  : 'client_min_messages error for the transaction';
+	$inbox->safe_psql('inbox03', qq{DROP TRIGGER IF EXISTS t ON effects;
+CREATE TRIGGER t AFTER INSERT ON effects FOR EACH ROW EXECUTE FUNCTION $fn();});
+	standby_named('nosuch');
+	$n++;
+	is(emit_and_forward($n, $n), 0, "eo 0.3.0, a trigger setting $what: event $n forwarded");
+	my @old = map { $_ eq $inbox->connstr('postgres') ? $inbox->connstr('inbox03') : $_ } @apply;
+	$ap = $nats->spawn("apply-030-$fn.log", {}, @old);
+	ok(waits_for_standby(60, 'inbox03'), '... its COMMIT waits for the standby');
+	$inbox->safe_psql('postgres', q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+	  WHERE wait_event = 'SyncRep' AND backend_type = 'client backend' AND datname = 'inbox03'});
+	ok(waits_for_standby(30, 'inbox03'), '... cancelled, apply waits in a commit of its own');
+	sleep 1;
+	is(ack_floor(), $n - 1, '... and has not acknowledged it');
+	is(all_acknowledged($n), $n, '... until the standby is no longer required');
+	EoNats::stop_all($ap);
+}
 $nats->stop;
 done_testing();
